@@ -1,0 +1,1 @@
+"""Subcommands. Each module has `register(subparsers)`, which sets `run(args) -> exit code`."""

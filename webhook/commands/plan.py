@@ -1,0 +1,14 @@
+"""`priority-webhook plan` (being written)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("plan", help="(being written)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise SystemExit("plan: not yet available")

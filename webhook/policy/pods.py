@@ -1,0 +1,147 @@
+"""Pod priority: the mutating `Admit` of upstream's Priority plugin, and a final-state validating pass.
+
+Upstream: plugin/pkg/admission/priority/admission.go (admitPod, getDefaultPriority).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.policy.classes import ClassSet
+from webhook.policy.constants import (
+    CRITICAL_POD_ANNOTATION,
+    DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS,
+    LEGACY_CRITICAL_NAMESPACE,
+    PREEMPT_LOWER_PRIORITY,
+    SYSTEM_CLUSTER_CRITICAL,
+)
+from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request, forbidden
+
+
+@dataclass(frozen=True, slots=True)
+class PodOptions:
+    # The ≤1.15 mapping of `scheduler.alpha.kubernetes.io/critical-pod: ""` in kube-system.
+    legacy_critical_annotation: bool = True
+
+
+DEFAULT_POD_OPTIONS = PodOptions()
+
+def admit_pod(request: Request, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS) -> Decision:
+    """Resolve and set priority, preemptionPolicy (and the class name) on CREATE; carry over on UPDATE."""
+    if request.sub_resource or request.object is None:
+        return ALLOW
+    if request.operation == UPDATE:
+        return _carry_over(request.object, request.old_object or {})
+    if request.operation != CREATE:
+        return ALLOW
+    return _resolve(request, classes, options)
+
+
+def validate_pod(request: Request, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS) -> Decision:
+    """The pod as finally stored must be what priority admission makes of it.
+
+    Catches a mutating webhook that ran after ours and changed or dropped the priority: on a pod in its
+    final state, `admit_pod` is a no-op (it is idempotent), so any patch it would make is a discrepancy.
+    """
+    if request.operation != CREATE:
+        return ALLOW
+    decision = admit_pod(request, classes, options)
+    if not decision.allowed or not decision.patch:
+        return decision
+    op = decision.patch[0]
+    if op["path"] == "/spec":
+        field, want = "priority", op["value"]["priority"]
+    else:
+        field, want = op["path"].rsplit("/", 1)[1], op["value"]
+    return forbidden(request, f"spec.{field} is not set; priority admission requires {want!s}")
+
+
+def _spec(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod.get("spec") or {}
+
+
+def _patch(pod: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """JSONPatch `add` ops for the fields whose value differs (add replaces an existing member)."""
+    spec = _spec(pod)
+    changed = {k: v for k, v in fields.items() if spec.get(k) != v or k not in spec}
+    if not changed:
+        return ()
+    if not isinstance(pod.get("spec"), dict):
+        return ({"op": "add", "path": "/spec", "value": changed},)
+    return tuple({"op": "add", "path": f"/spec/{k}", "value": v} for k, v in changed.items())
+
+
+def _carry_over(pod: dict[str, Any], old: dict[str, Any]) -> Decision:
+    """On UPDATE upstream only restores what a client's PUT dropped; API validation forbids real changes."""
+    spec, old_spec = _spec(pod), _spec(old)
+    fields = {
+        k: old_spec[k]
+        for k in ("priority", "preemptionPolicy")
+        if spec.get(k) is None and old_spec.get(k) is not None
+    }
+    return Decision(patch=_patch(pod, fields)) if fields else ALLOW
+
+
+def _is_legacy_critical(request: Request, pod: dict[str, Any]) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return request.namespace == LEGACY_CRITICAL_NAMESPACE and annotations.get(CRITICAL_POD_ANNOTATION) == ""
+
+
+def _resolve(request: Request, classes: ClassSet, options: PodOptions) -> Decision:
+    pod = request.object or {}
+    spec = _spec(pod)
+    class_name: str = spec.get("priorityClassName") or ""
+    warnings: list[str] = []
+    legacy = False
+    if not class_name and options.legacy_critical_annotation and _is_legacy_critical(request, pod):
+        class_name, legacy = SYSTEM_CLUSTER_CRITICAL, True
+        warnings.append(f"legacy annotation {CRITICAL_POD_ANNOTATION} mapped to {SYSTEM_CLUSTER_CRITICAL}")
+
+    fields: dict[str, Any] = {}
+    if class_name:
+        pc = classes.get(class_name)
+        if pc is None:
+            return forbidden(request, f"no PriorityClass with name {class_name} was found")
+        priority, policy = pc.value, pc.preemption_policy
+        if legacy:
+            fields["priorityClassName"] = class_name
+    else:
+        default = classes.default()
+        if default is None:
+            priority, policy = DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS, PREEMPT_LOWER_PRIORITY
+        else:
+            priority, policy = default.value, default.preemption_policy
+            fields["priorityClassName"] = default.name
+
+    client_priority, client_policy = spec.get("priority"), spec.get("preemptionPolicy")
+    if legacy and _set_by_in_tree_plugin(client_priority, client_policy, classes):
+        # The in-tree plugin ran first and gave the unnamed pod the no-default values; the annotation
+        # states the intent, so it wins over those (not over a value the client chose).
+        client_priority = client_policy = None
+        warnings.append("spec.priority 0 set by the in-tree Priority plugin was replaced")
+    if client_priority is not None and client_priority != priority:
+        return forbidden(
+            request,
+            f"the integer value of priority ({client_priority}) must not be provided in pod spec; "
+            f"priority admission controller computed {priority} from the given PriorityClass name",
+        )
+    fields["priority"] = priority
+    if policy is not None:
+        if client_policy is not None and client_policy != policy:
+            return forbidden(
+                request,
+                f"the string value of PreemptionPolicy ({client_policy}) must not be provided in pod spec; "
+                f"priority admission controller computed {policy} from the given PriorityClass name",
+            )
+        fields["preemptionPolicy"] = policy
+    patch = _patch(pod, fields)
+    return Decision(patch=patch, warnings=tuple(warnings) if patch else ())
+
+
+def _set_by_in_tree_plugin(priority: Any, policy: Any, classes: ClassSet) -> bool:
+    return (
+        classes.default() is None
+        and priority == DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS
+        and policy in (None, PREEMPT_LOWER_PRIORITY)
+    )

@@ -1,0 +1,111 @@
+"""Turn an AdmissionReview into the response the webhook sends, for one stage of admission.
+
+`mutate` and `validate` are the two webhook endpoints; `admit` is both in order (mutate, apply the patch,
+validate the result), which is what the cluster does overall and what the `review` command reports.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+from dataclasses import replace
+from typing import Any
+
+import jsonpatch
+from marshmallow import ValidationError
+
+from webhook.policy.classes import ClassSet
+from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.policy.decision import ALLOW, Decision, Request
+from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
+from webhook.policy.priorityclasses import validate_priority_class
+from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error
+
+
+class Stage(enum.StrEnum):
+    MUTATE = "mutate"
+    VALIDATE = "validate"
+    ADMIT = "admit"
+
+
+class MalformedReview(ValueError):
+    """The body is not an AdmissionReview we can answer; the message is one line naming the field."""
+
+
+def parse_review(body: Any) -> tuple[str, str, Request]:
+    """Check the envelope and the object fields we read; return (apiVersion, uid, request)."""
+    if not isinstance(body, dict):
+        raise MalformedReview("body: must be a JSON object (an AdmissionReview)")
+    try:
+        review = REVIEW_SCHEMA.load(body)
+    except ValidationError as err:
+        raise MalformedReview(first_error(err)) from None
+    req = review["request"]
+    gvr = req["resource"]
+    resource = f"{gvr['resource']}.{gvr['group']}" if gvr["group"] else gvr["resource"]
+    schema = OBJECT_SCHEMAS.get(resource)
+    if schema is not None and not req["subResource"]:
+        for key in ("object", "oldObject"):
+            if req[key] is not None:
+                errors = schema.validate(req[key])
+                if errors:
+                    raise MalformedReview(first_error(ValidationError(errors), f"request.{key}"))
+    request = Request(
+        operation=req["operation"],
+        resource=resource,
+        object=req["object"],
+        old_object=req["oldObject"],
+        namespace=req["namespace"],
+        name=req["name"],
+        sub_resource=req["subResource"],
+    )
+    return review["apiVersion"], req["uid"], request
+
+
+def decide(request: Request, stage: Stage, classes: ClassSet, options: PodOptions) -> Decision:
+    if stage is Stage.ADMIT:
+        mutated = decide(request, Stage.MUTATE, classes, options)
+        if not mutated.allowed:
+            return mutated
+        obj = request.object
+        if mutated.patch and obj is not None:
+            obj = jsonpatch.apply_patch(obj, list(mutated.patch))
+        validated = decide(replace(request, object=obj), Stage.VALIDATE, classes, options)
+        if not validated.allowed:
+            return validated
+        return replace(mutated, warnings=mutated.warnings + validated.warnings)
+    if request.resource == POD_RESOURCE:
+        check = admit_pod if stage is Stage.MUTATE else validate_pod
+        return check(request, classes, options)
+    if request.resource == PRIORITY_CLASS_RESOURCE and stage is Stage.VALIDATE:
+        return validate_priority_class(request, classes)
+    return ALLOW
+
+
+def response_review(api_version: str, uid: str, decision: Decision, *, with_patch: bool) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if decision.patch and with_patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(decision.patch)).encode()).decode()
+    if not decision.allowed:
+        response["status"] = {
+            "status": "Failure",
+            "code": decision.code,
+            "reason": decision.reason,
+            "message": decision.message,
+        }
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
+
+
+def handle_review(
+    body: Any, stage: Stage, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS
+) -> tuple[dict[str, Any], Request, Decision]:
+    """Answer one AdmissionReview; raises MalformedReview for a body that is not one."""
+    api_version, uid, request = parse_review(body)
+    decision = decide(request, stage, classes, options)
+    # A validating webhook may not return a patch (the API server rejects the response).
+    review = response_review(api_version, uid, decision, with_patch=stage is not Stage.VALIDATE)
+    return review, request, decision

@@ -1,0 +1,106 @@
+"""Marshmallow schemas for the AdmissionReview envelope and the object fields the decisions read.
+
+Only the fields we read are declared (unknown ones are excluded, not copied), so validating a large pod
+costs no more than validating a small one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+from webhook.policy.constants import INT32_MAX, INT32_MIN
+
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+class StrictInt(fields.Integer):
+    """A JSON integer: no floats, no numeric strings, no booleans."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(strict=True, validate=validate.Range(INT32_MIN, INT32_MAX), **kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, bool):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class _Loose(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+
+class GroupVersionResource(_Loose):
+    group = fields.String(load_default="")
+    version = fields.String()
+    resource = fields.String(required=True)
+
+
+class AdmissionRequestSchema(_Loose):
+    uid = fields.String(required=True, validate=validate.Length(min=1))
+    resource = fields.Nested(GroupVersionResource, required=True)
+    subResource = fields.String(load_default="")
+    operation = fields.String(required=True, validate=validate.OneOf(OPERATIONS))
+    namespace = fields.String(load_default="")
+    name = fields.String(load_default="")
+    object = fields.Dict(allow_none=True, load_default=None)
+    oldObject = fields.Dict(allow_none=True, load_default=None)
+    dryRun = fields.Boolean(load_default=False)
+
+
+class AdmissionReviewSchema(_Loose):
+    apiVersion = fields.String(required=True, validate=validate.OneOf(API_VERSIONS))
+    kind = fields.String(required=True, validate=validate.Equal("AdmissionReview"))
+    request = fields.Nested(AdmissionRequestSchema, required=True)
+
+
+class ObjectMeta(_Loose):
+    name = fields.String()
+    generateName = fields.String()
+    namespace = fields.String()
+    annotations = fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True)
+
+
+class PodSpec(_Loose):
+    priority = StrictInt(allow_none=True)
+    priorityClassName = fields.String(allow_none=True)
+    preemptionPolicy = fields.String(allow_none=True)
+
+
+class Pod(_Loose):
+    metadata = fields.Nested(ObjectMeta, allow_none=True)
+    spec = fields.Nested(PodSpec, allow_none=True)
+
+
+class PriorityClass(_Loose):
+    metadata = fields.Nested(ObjectMeta, allow_none=True)
+    value = StrictInt()
+    globalDefault = fields.Boolean(allow_none=True)
+    preemptionPolicy = fields.String(allow_none=True)
+    description = fields.String(allow_none=True)
+
+
+OBJECT_SCHEMAS: dict[str, Schema] = {"pods": Pod(), "priorityclasses.scheduling.k8s.io": PriorityClass()}
+REVIEW_SCHEMA = AdmissionReviewSchema()
+
+
+def first_error(err: ValidationError, prefix: str = "") -> str:
+    """Marshmallow's nested error dict as one line naming the first offending field."""
+    messages: Any = err.messages
+    path = [prefix] if prefix else []
+    while isinstance(messages, dict) and messages:
+        key = sorted(messages, key=str)[0]
+        path.append(str(key))
+        messages = messages[key]
+    if isinstance(messages, list) and messages:
+        messages = messages[0]
+        while isinstance(messages, dict) and messages:  # errors inside a list or dict element
+            key = sorted(messages, key=str)[0]
+            path.append(str(key))
+            messages = messages[key]
+            if isinstance(messages, list) and messages:
+                messages = messages[0]
+    return f"{'.'.join(path)}: {messages}" if path else str(messages)
