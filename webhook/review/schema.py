@@ -103,4 +103,5 @@ def first_error(err: ValidationError, prefix: str = "") -> str:
             messages = messages[key]
             if isinstance(messages, list) and messages:
                 messages = messages[0]
+    path = [p for p in path if p != "_schema"]  # marshmallow's key for "the value itself"
     return f"{'.'.join(path)}: {messages}" if path else str(messages)
