@@ -1,14 +1,144 @@
-"""`priority-webhook serve` (being written)."""
+"""`priority-webhook serve`: the admission webhook over HTTPS, until SIGTERM (in-flight reviews finish)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import ssl
+from pathlib import Path
+
+from webhook import tls
+from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation
+from webhook.documents import InputError
+from webhook.policy.classes import ClassStore
+from webhook.policy.pods import PodOptions
+
+# None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
+# its metrics are imported by each worker, after that).
+from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
+from webhook.server.store import StoreSpec, open_store
+from webhook.server.tlscontext import ReloadingContext
+
+log = logging.getLogger("webhook.serve")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("serve", help="(being written)")
+    parser = sub.add_parser(
+        "serve",
+        help="serve /mutate, /validate, /healthz, /readyz, /metrics over HTTPS",
+        description="Serve the admission webhook over HTTPS (TLS 1.2+). Without --kubeconfig or "
+        "--in-cluster, the classes are the built-in system classes plus --classes files. A certificate "
+        "rewritten in --cert-dir is picked up without a restart.",
+    )
+    parser.add_argument("--bind", default="0.0.0.0:8443", metavar="HOST:PORT", help="default: %(default)s")
+    parser.add_argument(
+        "--cert-dir",
+        default="certs",
+        type=Path,
+        metavar="DIR",
+        help="holds tls.crt and tls.key; a development certificate is generated there if it has none "
+        "(default: %(default)s)",
+    )
+    add_classes(parser)
+    add_cluster(parser)
+    add_legacy_annotation(parser)
+    parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
+    parser.add_argument(
+        "--threads", type=_positive, default=8, help="threads per process (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--graceful-timeout",
+        type=_positive,
+        default=25,
+        metavar="SECONDS",
+        help="how long in-flight reviews may take to finish after SIGTERM (default: %(default)s)",
+    )
+    parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="default: info"
+    )
     parser.set_defaults(run=run)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def check_bind(bind: str) -> str:
+    host, sep, port = bind.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--bind: expected HOST:PORT with a port from 1 to 65535, got {bind!r}")
+    return bind
+
+
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("serve: not yet available")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
+    )
+    spec = StoreSpec(tuple(args.classes), args.kubeconfig, args.in_cluster)
+    if spec.cluster and spec.classes:
+        raise InputError(
+            "--classes: cannot be combined with --kubeconfig/--in-cluster (the cluster's "
+            "PriorityClasses are served)"
+        )
+    settings = ServeSettings(
+        bind=check_bind(args.bind),
+        cert_dir=args.cert_dir,
+        store=spec,
+        options=PodOptions(legacy_critical_annotation=args.legacy_critical_annotation),
+        workers=args.workers,
+        threads=args.threads,
+        graceful_timeout=args.graceful_timeout,
+        access_log=args.access_log,
+        log_level=args.log_level,
+    )
+    master_store = _check_store(spec)
+    tls = _tls(args.cert_dir)
+    with metrics_dir() as path:
+        log.info("metrics directory %s", path)
+        WebhookApplication(settings, tls, master_store).run()
+    return 0
+
+
+def _check_store(spec: StoreSpec) -> ClassStore | None:
+    """Fail fast, in the master: the static store is built (and shared by the workers); for a cluster,
+    the client configuration is read once (each worker then opens its own connection)."""
+    if not spec.cluster:
+        return open_store(spec)  # raises InputError for a bad classes file
+    try:
+        from webhook.kube.config import api_client
+    except ImportError as err:
+        raise InputError(f"--kubeconfig/--in-cluster: cluster support is not available: {err}") from None
+    try:
+        api_client(spec.kubeconfig, spec.in_cluster).close()
+    except Exception as err:  # the kubernetes client raises several unrelated types for a bad config
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"{spec.kubeconfig or 'in-cluster config'}: {detail}") from None
+    return None
+
+
+def _tls(cert_dir: Path) -> ReloadingContext:
+    cert, key = cert_files(cert_dir)
+    if not cert.exists() and not key.exists():
+        try:
+            tls.write_certificates(cert_dir)
+        except OSError as err:
+            raise InputError(f"--cert-dir: cannot write a development certificate: {err}") from None
+        log.warning(
+            "no certificate in %s: generated a development certificate for %s.%s.svc and localhost (CA: %s)",
+            cert_dir,
+            tls.DEFAULT_SERVICE,
+            tls.DEFAULT_NAMESPACE,
+            cert_dir / tls.CA_CERT,
+        )
+    try:
+        return ReloadingContext(cert, key)
+    except (OSError, ssl.SSLError, ValueError) as err:
+        raise InputError(f"--cert-dir: cannot load {cert} and {key}: {err}") from None

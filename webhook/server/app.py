@@ -1,0 +1,153 @@
+"""The admission webhook's HTTP face: AdmissionReview in, AdmissionReview out, through `handle_review`.
+
+Every answer is JSON. A body that is not a review we can answer gets 400 with a one-line
+`{"error": "<field>: <problem>"}`; nothing, not even a bug, produces an HTML page or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from webhook.policy.classes import ClassStore
+from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.review import MalformedReview, Stage, handle_review
+from webhook.server import metrics
+
+log = logging.getLogger(__name__)
+
+# An UPDATE review carries the object twice, each up to the API server's 3 MiB request limit.
+MAX_BODY_BYTES = 7 * 1024 * 1024
+JSON = "application/json"
+# Metric label values come from the request; only these are kept as they are (bounded cardinality).
+KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE})
+KNOWN_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+class BadRequest(ValueError):
+    """The request cannot be an AdmissionReview; the message is one line naming what is wrong."""
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    body = json.dumps(payload, separators=(",", ":"))
+    return Response(body, status=status, mimetype=JSON)
+
+
+def error_response(message: str, status: int) -> Response:
+    return json_response({"error": message}, status)
+
+
+def read_body(environ: dict[str, Any], content_length: int | None) -> bytes:
+    """The request body, refusing more than MAX_BODY_BYTES before reading it when the length is declared,
+    and after at most MAX_BODY_BYTES + 1 bytes when it is not (chunked)."""
+    if content_length is not None and content_length > MAX_BODY_BYTES:
+        raise BadRequest(f"body: {content_length} bytes is over the {MAX_BODY_BYTES}-byte limit")
+    stream = environ["wsgi.input"]
+    if content_length is not None:
+        return stream.read(content_length)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_BODY_BYTES:
+        chunk = stream.read(min(65536, MAX_BODY_BYTES + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > MAX_BODY_BYTES:
+        raise BadRequest(f"body: over the {MAX_BODY_BYTES}-byte limit")
+    return b"".join(chunks)
+
+
+def check_content_type(content_type: str | None) -> None:
+    mimetype = (content_type or "").split(";", 1)[0].strip().lower()
+    if mimetype != JSON:
+        raise BadRequest(f"Content-Type: must be {JSON}, got {content_type or 'none'!r}")
+
+
+def parse_json(data: bytes) -> Any:
+    if not data:
+        raise BadRequest("body: empty, expected an AdmissionReview")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise BadRequest("body: JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise BadRequest("body: not UTF-8") from None
+    except ValueError as err:
+        raise BadRequest(f"body: not valid JSON: {err}") from None
+
+
+def _label(value: str, known: frozenset[str]) -> str:
+    return value if value in known else "other"
+
+
+def review_view(stage: Stage, store: ClassStore, options: PodOptions) -> Callable[[], Response]:
+    webhook = stage.value
+
+    def view() -> Response:
+        started = time.perf_counter()
+        operation = resource = "unknown"
+        result = "error"
+        try:
+            check_content_type(request.content_type)
+            body = parse_json(read_body(request.environ, request.content_length))
+            review, req, decision = handle_review(body, stage, store.snapshot(), options)
+        except (BadRequest, MalformedReview) as err:
+            response = error_response(str(err), 400)
+        else:
+            operation = _label(req.operation, KNOWN_OPERATIONS)
+            resource = _label(req.resource, KNOWN_RESOURCES)
+            result = "allowed" if decision.allowed else "denied"
+            response = json_response(review)
+        finally:
+            # Also on an unexpected exception (then answered by the 500 handler), so errors are counted.
+            metrics.observe(webhook, operation, resource, result, time.perf_counter() - started)
+        return response
+
+    view.__name__ = webhook
+    return view
+
+
+def create_app(store: ClassStore, options: PodOptions = DEFAULT_POD_OPTIONS) -> Flask:
+    """The WSGI app for one worker; `store` is read once per review (a snapshot), never blocks."""
+    app = Flask(__name__)
+    for stage in (Stage.MUTATE, Stage.VALIDATE):
+        app.add_url_rule(f"/{stage.value}", view_func=review_view(stage, store, options), methods=["POST"])
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if store.ready():
+            return json_response({"status": "ready"})
+        return json_response({"status": "not ready: PriorityClasses not synced yet"}, 503)
+
+    @app.get("/metrics")
+    def metrics_view() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(err: HTTPException) -> Response:
+        response = error_response(f"{err.code} {err.name}: {request.method} {request.path}", err.code or 500)
+        for name, value in err.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
+
+    @app.errorhandler(Exception)
+    def internal_error(err: Exception) -> Response:
+        # The traceback goes to the server log; the client gets one line that leaks nothing.
+        log.error("unexpected error on %s %s", request.method, request.path, exc_info=err)
+        return error_response("internal error", 500)
+
+    return app

@@ -1,0 +1,139 @@
+"""Run the webhook under gunicorn: TLS only, gthread workers with keep-alive, graceful SIGTERM.
+
+Why these settings:
+- `gthread`: a sync worker closes the connection after each response, so every review would pay a TLS
+  handshake; gthread keeps connections alive and serves `threads` requests at once per worker.
+- keep-alive longer than the API server's idle connections usually live, so the server rarely closes a
+  connection the client is about to reuse (a POST on a just-closed connection fails, it is not retried).
+- the app is loaded in each worker after the fork (no preload), so a cluster-backed class store opens
+  its own watch per process; the master only validates the configuration, to fail fast.
+- no access log by default; gunicorn never logs bodies, and neither do we.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from webhook.policy.classes import ClassStore
+from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.server.store import StoreSpec, close_store, open_store
+from webhook.server.tlscontext import ReloadingContext
+from webhook.tls import TLS_CERT, TLS_KEY
+
+log = logging.getLogger(__name__)
+
+METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@dataclass
+class ServeSettings:
+    bind: str = "0.0.0.0:8443"
+    cert_dir: Path = Path("certs")
+    store: StoreSpec = field(default_factory=StoreSpec)
+    options: PodOptions = DEFAULT_POD_OPTIONS
+    workers: int = 2
+    threads: int = 8
+    keepalive: int = 75
+    graceful_timeout: int = 25
+    access_log: bool = False
+    log_level: str = "info"
+
+
+class WebhookApplication(BaseApplication):
+    """gunicorn's application API with our settings; `load()` runs in each worker."""
+
+    def __init__(self, settings: ServeSettings, tls: ReloadingContext, store: ClassStore | None = None):
+        self.settings = settings
+        self.tls = tls
+        # A store built in the master (the static one: immutable, safe to share across fork), or None to
+        # have each worker open its own (the cluster one).
+        self.master_store = store
+        self.worker_store: ClassStore | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        s = self.settings
+        config: dict[str, Any] = {
+            "bind": [s.bind],
+            "workers": s.workers,
+            "threads": s.threads,
+            "worker_class": "gthread",
+            "keepalive": s.keepalive,
+            "graceful_timeout": s.graceful_timeout,
+            "timeout": 30,
+            "preload_app": False,
+            "certfile": str(self.tls.cert_file),
+            "keyfile": str(self.tls.key_file),
+            "ssl_context": self._ssl_context,
+            "accesslog": "-" if s.access_log else None,
+            "errorlog": "-",
+            "loglevel": s.log_level,
+            "proc_name": "priority-webhook",
+            # gunicorn's management socket (in $HOME) is not needed and is one more way in: off.
+            "control_socket_disable": True,
+            "child_exit": _child_exit,
+            "worker_exit": self._worker_exit,
+        }
+        for key, value in config.items():
+            self.cfg.set(key, value)
+
+    def _ssl_context(self, conf: Any, default_factory: Any) -> Any:
+        # Called per accepted connection: the current (possibly just rotated) certificate.
+        return self.tls.current()
+
+    def load(self) -> Any:
+        from webhook.server.app import create_app
+
+        self.worker_store = (
+            self.master_store if self.master_store is not None else open_store(self.settings.store)
+        )
+        return create_app(self.worker_store, self.settings.options)
+
+    def _worker_exit(self, server: Any, worker: Any) -> None:
+        if self.worker_store is not None and self.worker_store is not self.master_store:
+            close_store(self.worker_store)
+
+
+def _child_exit(server: Any, worker: Any) -> None:
+    """In the master: a dead worker's live gauges must not be summed any more."""
+    if os.environ.get(METRICS_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+@contextmanager
+def metrics_dir() -> Iterator[Path]:
+    """A fresh PROMETHEUS_MULTIPROC_DIR for this server, removed when the master exits.
+
+    Must be entered before prometheus_client is first imported: it picks its storage at import. When the
+    variable is already set (a volume mounted for it), the fresh directory is made inside it. Workers
+    leave through SystemExit from the fork and pass through here too: only the master cleans up.
+    """
+    parent = os.environ.get(METRICS_ENV) or None
+    path = Path(tempfile.mkdtemp(prefix="priority-webhook-metrics-", dir=parent))
+    os.environ[METRICS_ENV] = str(path)
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:  # imported early by some other module: metrics made from now on use the dir
+        values.ValueClass = values.get_value_class()
+    owner = os.getpid()
+    try:
+        yield path
+    finally:
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def cert_files(cert_dir: Path) -> tuple[Path, Path]:
+    return cert_dir / TLS_CERT, cert_dir / TLS_KEY

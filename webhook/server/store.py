@@ -1,0 +1,43 @@
+"""Where a serving process gets its PriorityClasses from: the one place that wires a ClassStore.
+
+A cluster-backed store holds a watch connection and a thread, which do not survive a fork: every gunicorn
+worker opens its own after forking (`open_store` in the worker) and closes it when the worker exits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from webhook.classfiles import static_store
+from webhook.policy.classes import ClassStore
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    classes: Sequence[str] = ()
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+
+    @property
+    def cluster(self) -> bool:
+        return bool(self.kubeconfig or self.in_cluster)
+
+
+def open_store(spec: StoreSpec) -> ClassStore:
+    """A started store: the cluster's list/watch cache, or the built-in system classes plus class files."""
+    if spec.cluster:
+        # Imported here: the cluster modules (and the kubernetes client) load only when a cluster is used.
+        from webhook.kube.classes import ClusterClassStore
+        from webhook.kube.config import api_client
+
+        store = ClusterClassStore(api_client(spec.kubeconfig, spec.in_cluster))
+        store.start()
+        return store
+    return static_store(spec.classes)
+
+
+def close_store(store: ClassStore) -> None:
+    stop = getattr(store, "stop", None)
+    if callable(stop):
+        stop()
