@@ -1,0 +1,375 @@
+"""The sidecar's decisions: from the node view to a list of actions. Pure: no I/O, no clock, no threads.
+
+For each rejected critical pod (see `trigger`), in creation order:
+
+1. No record yet: ask the node-side preemption module which pods to evict, with the current view (the
+   rejected pod left out, every pod that is not terminated counted as using its requests). If the pod fits
+   already, mark it done. Otherwise write the record (victims chosen) and then evict the victims.
+2. Record `preempting`: evict recorded victims that are still running (never one already terminating or
+   whose eviction was just accepted), then wait. Only when every recorded victim has terminated or is gone
+   is the pod evaluated again (a new round, up to `max_rounds`), so a slow victim never causes a second set
+   of evictions.
+3. Record `done` / `abandoned`: nothing more.
+
+Safety is enforced here, not left to the module's ordering: terminating, critical (for the sidecar's
+threshold), static and mirror pods, and pods of priority >= the preemptor's are passed to the module as
+non-preemptable (their requests still count as used), and every victim it returns is checked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.sidecar import record as rec
+from webhook.sidecar.lifecycle import TERMINATING, holds_resources, is_static, lifecycle_state
+from webhook.sidecar.trigger import Rejection, priority_of, rejection
+
+Pod = Mapping[str, Any]
+DEFAULT_MAX_ROUNDS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    node_name: str
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY
+    order: str = "priority"
+    dry_run: bool = False
+    recreate_rejected: bool = False
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """What the running process remembers; losing it on restart is safe because the record is in the API.
+
+    `evicting`: victims whose eviction the API accepted but that the view does not show terminating yet.
+    `blocked_until`: victim uid -> clock reading before which a refused eviction is not retried (backoff).
+    `reported`: keys of reports already made, so a waiting pod does not spam events.
+    """
+
+    now: float = 0.0
+    eviction_budget: int = 1 << 30
+    evicting: frozenset[str] = frozenset()
+    blocked_until: Mapping[str, float] = field(default_factory=dict)
+    reported: frozenset[str] = frozenset()
+
+
+# Actions, carried out in order by the agent. `pod` is always the rejected pod the action serves; the agent
+# skips the rest of a pod's actions when writing its record fails.
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    pod: Pod
+    record: rec.Record
+
+
+@dataclass(frozen=True, slots=True)
+class Announce:
+    """Event on the rejected pod naming the victims (and one histogram observation)."""
+
+    pod: Pod
+    victims: tuple[Pod, ...]
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Event `Preempting` on the victim, then evict it (or delete it with --ignore-pdb)."""
+
+    pod: Pod
+    victim: Pod
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    pod: Pod
+    victims: tuple[Pod, ...]
+    resource: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A log line and an event on the rejected pod, made once per key."""
+
+    pod: Pod
+    key: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recreate:
+    """Delete the rejected pod so its controller's replacement is admitted without waiting for backoff."""
+
+    pod: Pod
+
+
+Action = WriteRecord | Announce | Evict | DryRun | Report | Recreate
+
+AdmitFn = Callable[..., Any]
+
+
+def uid(pod: Pod) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+def ref(pod: Pod) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def has_controller(pod: Pod) -> bool:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    return any(isinstance(r, Mapping) and r.get("controller") is True for r in refs)
+
+
+def _creation_key(pod: Pod) -> tuple[str, str, str]:
+    meta = pod.get("metadata") or {}
+    return (
+        str(meta.get("creationTimestamp") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def is_candidate(victim: Pod, preemptor_priority: int, settings: Settings, hints: Hints) -> bool:
+    """May the sidecar evict `victim` for a preemptor of `preemptor_priority`? (the safety rules)"""
+    if lifecycle_state(victim) in (TERMINATING, "terminated") or uid(victim) in hints.evicting:
+        return False
+    if is_static(victim):
+        return False
+    prio = priority_of(victim)
+    prio = 0 if prio is None else prio
+    return prio < settings.critical_priority and prio < preemptor_priority
+
+
+def _neutralised(pod: Pod, priority: int) -> dict[str, Any]:
+    """A copy the module will not pick: critical, at the preemptor's priority (requests unchanged)."""
+    return {**pod, "spec": {**(pod.get("spec") or {}), "priority": priority}}
+
+
+def _as_admitting(pod: Pod) -> dict[str, Any]:
+    """The rejected pod as the kubelet saw it when admitting: not yet failed (the QoS class is kept)."""
+    status = {k: v for k, v in (pod.get("status") or {}).items() if k == "qosClass"}
+    return {**pod, "status": status}
+
+
+def decide(
+    node: Pod | None,
+    pods: Sequence[Pod],
+    settings: Settings,
+    hints: Hints,
+    admit: AdmitFn | None = None,
+) -> list[Action]:
+    """The actions to take now; empty while the node is unknown."""
+    if node is None:
+        return []
+    if admit is None:
+        from webhook.preemption.kubelet import admit_pod as admit
+    rejections = sorted(
+        (r for p in pods if (r := rejection(p, settings.node_name, settings.critical_priority))),
+        key=lambda r: _creation_key(r.pod),
+    )
+    if not rejections:
+        return []
+    by_uid = {uid(p): p for p in pods}
+    claimed: set[str] = set()  # victims of any open preemption: never chosen again for another pod
+    records: dict[str, rec.Record | rec.BadRecord | None] = {}
+    for r in rejections:
+        try:
+            records[uid(r.pod)] = found = rec.read(r.pod)
+        except rec.BadRecord as err:
+            records[uid(r.pod)] = err
+            continue
+        if found is not None and found.state == rec.PREEMPTING:
+            claimed.update(v.uid for v in found.victims)
+
+    actions: list[Action] = []
+    budget = hints.eviction_budget
+    for r in rejections:
+        found = records[uid(r.pod)]
+        if isinstance(found, rec.BadRecord):
+            actions += _once(
+                hints, r.pod, f"bad-record/{uid(r.pod)}", "Warning", "PreemptionSkipped", str(found)
+            )
+            continue
+        if found is not None and found.state in rec.FINAL_STATES:
+            continue
+        if found is not None and found.state == rec.PREEMPTING:
+            outstanding = [
+                by_uid[v.uid] for v in found.victims if v.uid in by_uid and holds_resources(by_uid[v.uid])
+            ]
+            if outstanding:
+                step, budget = _evict_outstanding(r, found, outstanding, settings, hints, budget)
+                actions += step
+                continue
+        step, budget, chosen = _evaluate(r, found, node, pods, settings, hints, budget, claimed, admit)
+        claimed.update(chosen)
+        actions += step
+    return actions
+
+
+def _evict_outstanding(
+    r: Rejection, found: rec.Record, outstanding: list[Pod], settings: Settings, hints: Hints, budget: int
+) -> tuple[list[Action], int]:
+    preemptor_priority = priority_of(r.pod) or 0
+    actions: list[Action] = []
+    for victim in outstanding:
+        if not is_candidate(victim, preemptor_priority, settings, hints):
+            continue  # terminating (or evicted a moment ago): wait for it
+        if hints.blocked_until.get(uid(victim), float("-inf")) > hints.now or budget <= 0:
+            continue
+        actions.append(Evict(pod=r.pod, victim=victim, resource=found.resource))
+        budget -= 1
+    return actions, budget
+
+
+def _evaluate(
+    r: Rejection,
+    found: rec.Record | None,
+    node: Pod,
+    pods: Sequence[Pod],
+    settings: Settings,
+    hints: Hints,
+    budget: int,
+    claimed: set[str],
+    admit: AdmitFn,
+) -> tuple[list[Action], int, set[str]]:
+    pod = r.pod
+    key = uid(pod)
+    preemptor_priority = priority_of(pod) or 0
+    fixed_priority = max(preemptor_priority, settings.critical_priority)
+    candidates: set[str] = set()
+    others: list[dict[str, Any]] = []
+    for other in pods:
+        if uid(other) == key or not holds_resources(other):
+            continue
+        if (other.get("spec") or {}).get("nodeName") != settings.node_name:
+            continue
+        if uid(other) not in claimed and is_candidate(other, preemptor_priority, settings, hints):
+            candidates.add(uid(other))
+            others.append(dict(other))
+        else:
+            others.append(_neutralised(other, fixed_priority))
+    admission = admit(
+        _as_admitting(pod), node, others, order=settings.order, critical_priority=settings.critical_priority
+    )
+    resource = _first_resource(admission, r)
+    if admission.error:
+        return (
+            _once(
+                hints,
+                pod,
+                f"error/{key}/{admission.error}",
+                "Warning",
+                "PreemptionFailed",
+                f"Cannot make room for this pod: {admission.error}",
+            ),
+            budget,
+            set(),
+        )
+    if not admission.admit:
+        reasons = "; ".join(getattr(x, "message", str(x)) for x in admission.reasons) or "unknown reason"
+        return (
+            _once(
+                hints,
+                pod,
+                f"unfit/{key}/{reasons}",
+                "Warning",
+                "PreemptionFailed",
+                f"Evicting pods would not admit this pod: {reasons}",
+            ),
+            budget,
+            set(),
+        )
+    victims = tuple(admission.victims)
+    stray = [ref(v) for v in victims if uid(v) not in candidates]
+    if stray:  # defence in depth: the module must never pick a protected pod
+        return (
+            _once(
+                hints,
+                pod,
+                f"stray/{key}/{stray}",
+                "Warning",
+                "PreemptionFailed",
+                f"Refusing to evict protected pods {', '.join(stray)}",
+            ),
+            budget,
+            set(),
+        )
+    victims = tuple(_original(v, pods) for v in victims)
+    if not victims:
+        if settings.dry_run:
+            return [], budget, set()
+        done = rec.Record(
+            state=rec.DONE,
+            round=found.round if found else 0,
+            resource=found.resource if found else resource,
+            victims=found.victims if found else (),
+        )
+        actions: list[Action] = [WriteRecord(pod=pod, record=done)]
+        if settings.recreate_rejected and has_controller(pod):
+            actions.append(Recreate(pod=pod))
+        return actions, budget, set()
+    chosen = {uid(v) for v in victims}
+    if settings.dry_run:
+        dkey = f"dry-run/{key}/{','.join(sorted(chosen))}"
+        if dkey in hints.reported:
+            return [], budget, chosen
+        return [DryRun(pod=pod, victims=victims, resource=resource, key=dkey)], budget, chosen
+    rnd = (found.round if found else 0) + 1
+    if rnd > settings.max_rounds:
+        gave_up = rec.Record(
+            state=rec.ABANDONED, round=rnd - 1, resource=resource, victims=found.victims if found else ()
+        )
+        return (
+            [
+                WriteRecord(pod=pod, record=gave_up),
+                Report(
+                    pod=pod,
+                    key=f"abandoned/{key}",
+                    type="Warning",
+                    reason="PreemptionFailed",
+                    message=f"Still no room after {rnd - 1} rounds of preemption; giving up",
+                ),
+            ],
+            budget,
+            set(),
+        )
+    record = rec.Record(
+        state=rec.PREEMPTING, round=rnd, resource=resource, victims=tuple(rec.Victim.of(v) for v in victims)
+    )
+    actions = [WriteRecord(pod=pod, record=record), Announce(pod=pod, victims=victims, resource=resource)]
+    for victim in victims:
+        if hints.blocked_until.get(uid(victim), float("-inf")) > hints.now or budget <= 0:
+            continue
+        actions.append(Evict(pod=pod, victim=victim, resource=resource))
+        budget -= 1
+    return actions, budget, chosen
+
+
+def _original(victim: Pod, pods: Sequence[Pod]) -> Pod:
+    wanted = uid(victim)
+    return next((p for p in pods if uid(p) == wanted), victim)
+
+
+def _first_resource(admission: Any, r: Rejection) -> str:
+    """The kubelet labels its preemption metric with the first insufficient resource."""
+    for reason in admission.reasons or ():
+        resource = getattr(reason, "resource", None)
+        if resource:
+            return str(resource)
+    return r.resource or ""
+
+
+def _once(hints: Hints, pod: Pod, key: str, type_: str, reason: str, message: str) -> list[Action]:
+    if key in hints.reported:
+        return []
+    return [Report(pod=pod, key=key, type=type_, reason=reason, message=message)]
