@@ -1,14 +1,119 @@
-"""`priority-webhook plan` (being written)."""
+"""`priority-webhook plan`: kube-scheduler preemption, offline, on a cluster snapshot.
+
+    kubectl get nodes,pods,pdb -A -o json > cluster.json
+    priority-webhook plan --cluster cluster.json --pod pod.yaml --classes classes.yaml
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+from typing import Any
+
+from webhook.classfiles import load_classes
+from webhook.commands.options import add_classes, add_legacy_annotation, add_output
+from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.policy.classes import ClassSet, StaticClassStore
+from webhook.policy.pods import PodOptions
+from webhook.preemption.planner import PlanOptions, plan
+from webhook.preemption.scheduler_filter import same_pod
+from webhook.preemption.scheduler_priority import resolve_priority
+from webhook.preemption.snapshot import (
+    InvalidSnapshot,
+    PodInfo,
+    PriorityResolver,
+    build_snapshot,
+    read_pod,
+    snapshot_classes,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("plan", help="(being written)")
+    parser = sub.add_parser(
+        "plan",
+        help="scheduler-style preemption what-if on a cluster snapshot",
+        description="Where kube-scheduler would nominate POD and which pods it would delete for it, from "
+        "a snapshot (`kubectl get nodes,pods,pdb -A -o json`). Exit 0 iff a node was found.",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="snapshot: Nodes, Pods, PodDisruptionBudgets (and PriorityClasses); repeatable; - is stdin",
+    )
+    parser.add_argument("--pod", required=True, metavar="FILE", help="the pending pod")
+    add_classes(parser)
+    add_legacy_annotation(parser)
+    parser.add_argument("--explain", action="store_true", help="say why each other node was not chosen")
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="examine only upstream's candidate sample (10%% of the nodes, at least 100) from a random "
+        "offset, instead of every node",
+    )
+    parser.add_argument(
+        "--offset", type=int, metavar="N", help="with --sample: start at potential node N, not a random one"
+    )
+    add_output(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("plan: not yet available")
+    if args.offset is not None and (not args.sample or args.offset < 0):
+        raise InputError("--offset: needs --sample and a non-negative number")
+    objects = load_objects(args.cluster)
+    pod_obj = load_one(args.pod, "Pod")
+    if not isinstance(pod_obj, dict) or pod_obj.get("kind", "Pod") != "Pod":
+        kind = pod_obj.get("kind") if isinstance(pod_obj, dict) else type(pod_obj).__name__
+        raise InputError(f"{args.pod}: expected kind Pod, got {kind!r}")
+    try:
+        classes = _classes(objects, args.classes)
+        resolver = _resolver(classes, PodOptions(legacy_critical_annotation=args.legacy_critical_annotation))
+        preemptor = read_pod(pod_obj, args.pod, -1, resolver)
+        if preemptor is None:
+            raise InputError(f"{args.pod}: status.phase: the pod has already terminated")
+        snapshot = build_snapshot(objects, resolver, exclude=lambda p: same_pod(p, preemptor))
+    except InvalidSnapshot as err:
+        raise InputError(str(err)) from None
+    result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=args.offset))
+    out: dict[str, Any] = {
+        "node": result.node,
+        "victims": [_pod_ref(p) for p in result.victims],
+        "pdbViolations": result.pdb_violations,
+        "nominatedPodsToClear": [_pod_ref(p) for p in result.nominated_to_clear],
+        "message": result.message,
+    }
+    if args.explain:
+        out["explain"] = {
+            "outcome": result.outcome,
+            "excluded": [{"node": name, "reason": why} for name, why in result.excluded.items()],
+            "candidates": [
+                {
+                    "node": c.node.name,
+                    "victims": [p.key for p in c.victims.pods],
+                    "pdbViolations": c.victims.pdb_violations,
+                }
+                for c in result.candidates
+            ],
+        }
+    sys.stdout.write(dump(out, args.output))
+    return 0 if result.node is not None else 1
+
+
+def _classes(objects: list[tuple[str, Any]], files: list[str]) -> ClassSet:
+    """Built-in system classes, then the snapshot's, then `--classes` files (a file wins on a name clash:
+    it is the what-if being asked)."""
+    return StaticClassStore([*snapshot_classes(objects), *load_classes(files)]).snapshot()
+
+
+def _resolver(classes: ClassSet, options: PodOptions) -> PriorityResolver:
+    def resolve(pod: Any, namespace: str) -> tuple[int, str]:
+        return resolve_priority(pod, namespace, classes, options)
+
+    return resolve
+
+
+def _pod_ref(pod: PodInfo) -> dict[str, Any]:
+    return {"namespace": pod.namespace, "name": pod.name, "priority": pod.priority}

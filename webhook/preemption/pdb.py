@@ -1,0 +1,168 @@
+"""PodDisruptionBudgets as kube-scheduler preemption sees them (`filterPodsWithPDBViolation`).
+
+The scheduler never recomputes a budget: it reads `status.disruptionsAllowed` and `status.disruptedPods`
+as the disruption controller left them, and it deletes victims rather than evicting them, so a PDB is a
+preference when choosing victims and nodes, never a hard limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+# `LabelSelectorOperator` values of metav1.LabelSelectorRequirement.
+IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "In", "NotIn", "Exists", "DoesNotExist"
+OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST)
+
+
+class InvalidPdb(ValueError):
+    """A PodDisruptionBudget whose fields cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == EXISTS:
+            return self.key in labels
+        if self.operator == DOES_NOT_EXIST:
+            return self.key not in labels
+        if self.operator == IN:
+            return self.key in labels and labels[self.key] in self.values
+        return self.key not in labels or labels[self.key] not in self.values  # NotIn
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A parsed metav1.LabelSelector; `requirements` empty means the empty selector `{}`."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+
+@dataclass(frozen=True, slots=True)
+class Pdb:
+    namespace: str
+    name: str
+    selector: Selector | None  # None: no selector at all, which matches nothing in every version
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str]
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Pdb:
+        """Read a `policy/v1` (or v1beta1) PodDisruptionBudget dict."""
+        meta = _mapping(obj.get("metadata"), "metadata")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidPdb("metadata.name: must be a non-empty string")
+        namespace = meta.get("namespace") or "default"
+        if not isinstance(namespace, str):
+            raise InvalidPdb("metadata.namespace: must be a string")
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        allowed = status.get("disruptionsAllowed", 0)
+        if allowed is None:
+            allowed = 0
+        if not isinstance(allowed, int) or isinstance(allowed, bool):
+            raise InvalidPdb(f"status.disruptionsAllowed: must be an integer, got {allowed!r}")
+        disrupted = _mapping(status.get("disruptedPods"), "status.disruptedPods")
+        raw_selector = spec.get("selector")
+        selector = None if raw_selector is None else parse_selector(raw_selector, "spec.selector")
+        return cls(namespace, name, selector, allowed, frozenset(disrupted))
+
+
+def parse_selector(raw: Any, field: str) -> Selector:
+    """`metav1.LabelSelectorAsSelector`, strict: a malformed selector is an input error, not skipped."""
+    sel = _mapping(raw, field)
+    requirements: list[Requirement] = []
+    labels = _mapping(sel.get("matchLabels"), f"{field}.matchLabels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise InvalidPdb(f"{field}.matchLabels.{key}: must be a string")
+        requirements.append(Requirement(key, IN, frozenset((value,))))
+    expressions = sel.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise InvalidPdb(f"{field}.matchExpressions: must be a list")
+    for i, expr in enumerate(expressions):
+        where = f"{field}.matchExpressions[{i}]"
+        expr = _mapping(expr, where)
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if not isinstance(key, str) or not key:
+            raise InvalidPdb(f"{where}.key: must be a non-empty string")
+        if op not in OPERATORS:
+            raise InvalidPdb(f"{where}.operator: must be one of {', '.join(OPERATORS)}, got {op!r}")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise InvalidPdb(f"{where}.values: must be a list of strings")
+        if op in (IN, NOT_IN) and not values:
+            raise InvalidPdb(f"{where}.values: must be non-empty for operator {op}")
+        if op in (EXISTS, DOES_NOT_EXIST) and values:
+            raise InvalidPdb(f"{where}.values: must be empty for operator {op}")
+        requirements.append(Requirement(key, op, frozenset(values)))
+    return Selector(tuple(requirements))
+
+
+def _mapping(value: Any, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidPdb(f"{field}: must be an object")
+    return value
+
+
+class Victim(Protocol):
+    """What the PDB split reads of a pod."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+
+
+V = TypeVar("V", bound=Victim)
+
+
+def split_by_pdb_violation(
+    victims: Sequence[V], pdbs: Sequence[Pdb], *, empty_selector_matches_all: bool = False
+) -> tuple[list[V], list[V]]:
+    """(violating, non-violating), each keeping the input (importance) order.
+
+    Budgets are taken from `disruptionsAllowed` afresh for every call (upstream: per node), and consumed in
+    the given order BEFORE any reprieve, so a pod that is later kept still used up budget (upstream
+    #91492): that over-count is upstream behaviour and kept.
+
+    Classic rules (kube-scheduler v1.19 to v1.35, the default): unlabeled pods and the empty selector
+    `{}` match nothing, and every matching PDB is decremented. `empty_selector_matches_all` selects the
+    newer rules (#141785): `{}` matches every pod of the namespace, and a pod stops at the first PDB it
+    drives below zero (so later PDBs in list order are not decremented for it).
+    """
+    newest = empty_selector_matches_all
+    by_namespace: dict[str, list[int]] = {}
+    for i, pdb in enumerate(pdbs):
+        if pdb.selector is None or (not newest and not pdb.selector.requirements):
+            continue  # matches nothing
+        by_namespace.setdefault(pdb.namespace, []).append(i)
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[V] = []
+    ok: list[V] = []
+    for victim in victims:
+        violated = False
+        candidates = by_namespace.get(victim.namespace)
+        if candidates and (newest or victim.labels):
+            for i in candidates:
+                pdb = pdbs[i]
+                if not pdb.selector.matches(victim.labels):  # type: ignore[union-attr]
+                    continue
+                if victim.name in pdb.disrupted_pods:
+                    continue  # eviction already approved: neither counted nor decremented
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+                    if newest:
+                        break
+        (violating if violated else ok).append(victim)
+    return violating, ok

@@ -1,0 +1,204 @@
+"""kube-scheduler DefaultPreemption (`Evaluator.Preempt`) on a snapshot: where a pod would be nominated
+and which pods would be deleted for it.
+
+Pipeline, as upstream: (0) the pod fits somewhere as things stand, so no preemption; (1) eligibility;
+(2) nodes where preemption might help; (3) dry run (`SelectVictimsOnNode`) over the candidate nodes;
+(4) `pickOneNodeForPreemption`; (5) lower-priority pods nominated to the chosen node lose the nomination.
+
+Deliberate choices where upstream is random or version-dependent (see README, section planner):
+nodes are examined sequentially (upstream with parallelism 1) in snapshot order; by default ALL potential
+nodes are examined from offset 0 (no candidate limit), `sample=True` applies upstream's limits (10 %, at
+least 100) from a random or given offset; the final tie-break is examination order; equal victims are
+ordered by UID; a pod without start time counts as starting at `now`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from webhook.policy.constants import PREEMPT_NEVER
+from webhook.preemption.scheduler_filter import UNRESOLVABLE, UNSCHEDULABLE, Failure, NodeFit, node_status
+from webhook.preemption.scheduler_pick import Candidate, pick_one
+from webhook.preemption.scheduler_victims import Victims, select_victims
+from webhook.preemption.snapshot import NodeInfo, PodInfo, Snapshot
+
+# DefaultPreemptionArgs v1 defaults.
+MIN_CANDIDATE_NODES_PERCENTAGE = 10
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_EXAMINED = "not examined: the candidate sample was complete"
+DROPPED = "a candidate, dropped: the list of PDB-violating candidates was full"
+
+# Outcomes.
+PREEMPT = "preempt"  # a node was nominated, victims to delete
+FITS = "fits"  # no preemption needed: the pod fits a node as the cluster stands
+NOT_ELIGIBLE = "not-eligible"  # the pod may not preempt (now); an existing nomination is kept
+NO_CANDIDATES = "no-candidates"  # preemption cannot help; an existing nomination is cleared
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    now: float  # what a missing status.startTime counts as
+    sample: bool = False  # apply the candidate limits below (upstream behaviour)
+    min_candidate_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
+    min_candidate_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
+    offset: int | None = None  # with sample: where to start in the potential nodes; None draws one
+    pdb_newest: bool = False  # PDB matching rules of the newest upstream (see pdb.split_by_pdb_violation)
+
+
+@dataclass(slots=True)
+class Plan:
+    outcome: str
+    node: str | None
+    victims: tuple[PodInfo, ...] = ()
+    pdb_violations: int = 0
+    nominated_to_clear: tuple[PodInfo, ...] = ()
+    message: str = ""
+    # node name -> why it is not the answer; candidates: node -> victims, for --explain
+    excluded: dict[str, str] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+
+
+def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
+    """`calculateNumCandidates`: percentage of the potential nodes, at least `absolute`, at most all."""
+    n = num_nodes * percentage // 100
+    if n < absolute:
+        n = absolute
+    return min(n, num_nodes)
+
+
+def eligibility(preemptor: PodInfo, snapshot: Snapshot, statuses: dict[str, Failure | None]) -> str | None:
+    """`PodEligibleToPreemptOthers`: None when the pod may preempt, else upstream's reason.
+
+    Current rule (#114623, #92600): only lower-priority pods terminating BECAUSE the scheduler preempted
+    them block a nominated pod from preempting again, and a hopeless nominated node lifts the block.
+    """
+    if preemptor.preemption_policy == PREEMPT_NEVER:
+        return "not eligible due to preemptionPolicy=Never."
+    nominated = preemptor.nominated_node
+    if not nominated:
+        return None
+    status = statuses.get(nominated)
+    node = snapshot.node(nominated)
+    if node is None or (status is not None and status.code == UNRESOLVABLE):
+        return None
+    for pod in node.pods:
+        if pod.priority < preemptor.priority and pod.terminating_by_preemption:
+            return "not eligible due to a terminating pod on the nominated node."
+    return None
+
+
+def plan(preemptor: PodInfo, snapshot: Snapshot, options: PlanOptions) -> Plan:
+    """The scheduler's preemption decision for `preemptor` (a pending pod) on `snapshot`."""
+    fits: dict[str, NodeFit] = {}
+    statuses: dict[str, Failure | None] = {}
+    for node in snapshot.nodes:
+        fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()))
+        fits[node.name] = fit
+        statuses[node.name] = node_status(preemptor, node, fit)
+
+    fitting = [n.name for n in snapshot.nodes if statuses[n.name] is None]
+    if fitting:
+        excluded = {name: "fits without preemption" for name in fitting}
+        return Plan(
+            FITS,
+            fitting[0],
+            message=f"no preemption needed: the pod fits {len(fitting)} node(s) as they stand "
+            f"(first: {fitting[0]}); the scheduler's scoring chooses among them",
+            excluded=excluded,
+        )
+
+    excluded = {name: "; ".join(s.reasons) for name, s in statuses.items() if s is not None}
+    reason = eligibility(preemptor, snapshot, statuses)
+    if reason is not None:
+        kept = f"; it stays nominated to {preemptor.nominated_node}" if preemptor.nominated_node else ""
+        return Plan(NOT_ELIGIBLE, None, message=f"preemption: {reason}{kept}", excluded=excluded)
+
+    potential = [n for n in snapshot.nodes if statuses[n.name].code == UNSCHEDULABLE]  # type: ignore[union-attr]
+    # The FitError histogram: hopeless nodes say so, dry-run failures replace the filter reasons.
+    histogram: Counter[str] = Counter()
+    for name, status in statuses.items():
+        if status is not None and status.code != UNSCHEDULABLE:
+            histogram[NOT_HELPFUL] += 1
+            excluded[name] = f"{NOT_HELPFUL}: {'; '.join(status.reasons)}"
+
+    candidates, dry_run_failures = dry_run(preemptor, potential, fits, snapshot, options)
+    for name, failure in dry_run_failures.items():
+        histogram.update(failure.reasons)
+        excluded[name] = "; ".join(failure.reasons)
+    best = pick_one(candidates, options.now)
+    for candidate in candidates:
+        if best is None or candidate.node is not best.node:
+            excluded[candidate.node.name] = "a better candidate was chosen"
+    if best is None:
+        total = len(snapshot.nodes)
+        detail = ", ".join(f"{n} {r}" for r, n in sorted(histogram.items()))
+        message = (
+            f"preemption: 0/{total} nodes are available: {detail}."
+            if detail
+            else (f"preemption: 0/{total} nodes are available.")
+        )
+        return Plan(NO_CANDIDATES, None, message=message, excluded=excluded, candidates=candidates)
+
+    excluded.pop(best.node.name, None)
+    to_clear = tuple(p for p in snapshot.nominated.get(best.node.name, ()) if p.priority < preemptor.priority)
+    victims = best.victims
+    return Plan(
+        PREEMPT,
+        best.node.name,
+        victims.pods,
+        victims.pdb_violations,
+        to_clear,
+        message=f"preempt {len(victims.pods)} pod(s) on {best.node.name}"
+        + (f", violating {victims.pdb_violations} PodDisruptionBudget(s)" if victims.pdb_violations else ""),
+        excluded=excluded,
+        candidates=candidates,
+    )
+
+
+def dry_run(
+    preemptor: PodInfo,
+    potential: Sequence[NodeInfo],
+    fits: dict[str, NodeFit],
+    snapshot: Snapshot,
+    options: PlanOptions,
+) -> tuple[list[Candidate], dict[str, Failure]]:
+    """`DryRunPreemption`, sequential: (non-violating ++ violating candidates, failures per node).
+
+    Each list is capped at k, and the walk stops once a non-violating candidate exists and k candidates
+    were collected; without `sample`, k is every potential node, so every one is examined.
+    """
+    n = len(potential)
+    failures: dict[str, Failure] = {}
+    if n == 0:
+        return [], failures
+    if options.sample:
+        k = num_candidates(n, options.min_candidate_percentage, options.min_candidate_absolute)
+        offset = random.randrange(n) if options.offset is None else options.offset % n
+    else:
+        k, offset = n, 0
+    good: list[Candidate] = []
+    bad: list[Candidate] = []
+    examined = 0
+    for i in range(n):
+        node = potential[(offset + i) % n]
+        examined += 1
+        fit = fits[node.name]
+        result = select_victims(preemptor, fit, snapshot.pdbs, options.now, pdb_newest=options.pdb_newest)
+        if isinstance(result, Victims):
+            bucket = good if result.pdb_violations == 0 else bad
+            if len(bucket) < k:
+                bucket.append(Candidate(node, result))
+            else:  # upstream drops it too: the list is capped at k
+                failures[node.name] = Failure(UNSCHEDULABLE, (DROPPED,))
+            if good and len(good) + len(bad) >= k:
+                break
+        else:
+            failures[node.name] = result
+    for i in range(examined, n):
+        failures[potential[(offset + i) % n].name] = Failure(UNSCHEDULABLE, (NOT_EXAMINED,))
+    return good + bad, failures

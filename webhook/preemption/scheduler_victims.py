@@ -1,0 +1,76 @@
+"""`SelectVictimsOnNode` (DefaultPreemption): the fewest, least important pods to remove from one node.
+
+Greedy, as upstream: remove every lower-priority pod, check that the preemptor then fits, and add pods
+back ("reprieve") from the most important down, PDB-violating pods first, keeping each one that still
+leaves room. The result is minimal in the sense that putting any single victim back makes the preemptor
+not fit; it is not a knapsack optimum, and upstream does not want one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from webhook.preemption.pdb import Pdb, split_by_pdb_violation
+from webhook.preemption.resources import add, subtract, total
+from webhook.preemption.scheduler_filter import UNRESOLVABLE, Failure, NodeFit
+from webhook.preemption.snapshot import PodInfo
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    pods: tuple[PodInfo, ...]  # most important first: pods[0] is the highest-priority victim
+    pdb_violations: int
+
+
+def importance_key(pod: PodInfo, now: float) -> tuple[int, float, str, int]:
+    """Sort ascending = most important first (`MoreImportantPod`): priority descending, then earlier start.
+
+    A pod that has not started counts as starting `now` (the youngest). Full ties are arbitrary upstream
+    (unstable sort); we use UID ascending as the newest upstream does, then snapshot order.
+    """
+    start = pod.start_time if pod.start_time is not None else now
+    return (-pod.priority, start, pod.uid, pod.index)
+
+
+def select_victims(
+    preemptor: PodInfo,
+    fit: NodeFit,
+    pdbs: Sequence[Pdb],
+    now: float,
+    *,
+    pdb_newest: bool = False,
+) -> Victims | Failure:
+    """The victims on `fit.node`, or the status that makes the node no candidate."""
+    node = fit.node
+    lower = [p for p in node.pods if p.priority < preemptor.priority]
+    if not lower:
+        return Failure(UNRESOLVABLE, (NO_VICTIMS,))
+    kept = [p for p in node.pods if p.priority >= preemptor.priority]
+    used = subtract(fit.base_used, total(p.requests for p in lower))
+    failure = fit.failure(used, kept)
+    if failure is not None:
+        return failure
+    lower.sort(key=lambda p: importance_key(p, now))
+    violating, non_violating = split_by_pdb_violation(lower, pdbs, empty_selector_matches_all=pdb_newest)
+    victims: list[PodInfo] = []
+    violations = 0
+    for group, counts in ((violating, 1), (non_violating, 0)):
+        for pod in group:
+            trial = add(used, pod.requests)
+            kept.append(pod)
+            if fit.fits(trial, kept):
+                used = trial
+            else:
+                kept.pop()
+                victims.append(pod)
+                violations += counts
+    if not victims:
+        # Cannot happen with monotone filters (removing all lower pods fitted, but some pod was needed
+        # since the node did not fit as it stood); upstream reports it as an error, and so do we.
+        return Failure("Error", (f"expected at least one victim pod on node {node.name}",))
+    if violating and non_violating:
+        victims.sort(key=lambda p: importance_key(p, now))  # upstream #128307
+    return Victims(tuple(victims), violations)
