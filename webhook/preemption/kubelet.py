@@ -1,0 +1,369 @@
+"""Kubelet critical-pod admission: fit check, then `CriticalPodAdmissionHandler` victim selection.
+
+Upstream: pkg/kubelet/lifecycle/predicate.go (admission), pkg/kubelet/preemption/preemption.go (victims),
+pkg/kubelet/types/pod_update.go (criticality). Two victim orders:
+
+* "qos" (upstream, algorithm A): victims are bucketed by QoS class only; priority is just the
+  `Preemptable` filter. Eviction order BestEffort, Burstable, Guaranteed.
+* "priority" (this project's priority-aware order): candidates are grouped by (priority, QoS) from the
+  least protected group up; a pod of equal or higher priority than the preemptor is never a victim.
+  Within one priority this is exactly the QoS order above (kubernetes issue #135857).
+
+Choices where upstream leaves room (see the README, section "Kubelet-side preemption"):
+* Terminating pods (deletionTimestamp set) keep holding their resources but are never victims: evicting a
+  pod that is already shutting down frees nothing sooner. Upstream may pick them again.
+* Pods in a terminal phase hold nothing and are ignored. Every other pod in the input counts as admitted.
+* The kubelet's active-pod list order is fixed as admission order: creation time, then namespace/name.
+* Scalar resources are reported sorted by name (upstream: Go map order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.preemption.pods import (
+    describe,
+    is_mirror_pod,
+    is_static_pod,
+    is_terminating,
+    priority_of,
+    same_pod,
+)
+from webhook.preemption.predicates import (
+    Reason,
+    is_terminal,
+    non_resource_reasons,
+    resource_reasons,
+)
+from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
+from webhook.preemption.resources import (
+    CPU,
+    MEMORY,
+    InvalidObject,
+    is_extended_resource,
+    node_allocatable,
+    request_views,
+    total,
+)
+
+__all__ = [
+    "ORDERS",
+    "Admission",
+    "Candidate",
+    "NoVictims",
+    "admit_pod",
+    "is_critical",
+    "is_mirror_pod",
+    "is_static_pod",
+    "pods_to_preempt",
+    "preemptable",
+]
+
+ORDER_QOS = "qos"
+ORDER_PRIORITY = "priority"
+ORDERS = (ORDER_QOS, ORDER_PRIORITY)
+
+# Texts and reasons from preemption.go and predicate.go.
+PREEMPTION_MESSAGE = "Preempted in order to admit critical pod"
+PREEMPTION_REASON = "Preempting"
+NO_VICTIMS = "no set of running pods found to reclaim resources: "
+FIND_ERROR = "preemption: error finding a set of pods to preempt: "
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
+RECOVER_ERROR = "Unexpected error while attempting to recover from admission failure: "
+
+_QOS_RANK = {BEST_EFFORT: 1, BURSTABLE: 2, GUARANTEED: 3}
+
+Requirements = list[tuple[str, int]]
+
+
+def is_critical(pod: Mapping[str, Any], critical_priority: int = SYSTEM_CRITICAL_PRIORITY) -> bool:
+    """`IsCriticalPod`: static, mirror, or priority at least `critical_priority` (namespace is irrelevant)."""
+    if is_static_pod(pod) or is_mirror_pod(pod):
+        return True
+    priority = priority_of(pod)
+    return priority is not None and priority >= critical_priority
+
+
+def preemptable(
+    preemptor: Mapping[str, Any],
+    preemptee: Mapping[str, Any],
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+) -> bool:
+    """`Preemptable`: critical beats non-critical; otherwise strictly higher priority, nil never compares."""
+    if is_critical(preemptor, critical_priority) and not is_critical(preemptee, critical_priority):
+        return True
+    a, b = priority_of(preemptor), priority_of(preemptee)
+    return a is not None and b is not None and a > b
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A pod that could be preempted, with its kubelet-view requests (`GetResourceRequest`) computed once."""
+
+    pod: Mapping[str, Any]
+    requests: Mapping[str, int]
+    qos: str
+    priority: int | None
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> Candidate:
+        return cls(pod, request_views(pod)[0], qos_class(pod), priority_of(pod))
+
+    def request(self, resource: str) -> int:
+        return self.requests.get(resource, 0)
+
+
+class NoVictims(Exception):
+    """No set of pods can free the requirements; the text is upstream's error."""
+
+
+def requirements_string(reqs: Requirements) -> str:
+    """`admissionRequirementList.toString()`, trailing ", " included: `[(res: cpu, q: 100), ]`."""
+    return "[" + "".join(f"(res: {name}, q: {q}), " for name, q in reqs) + "]"
+
+
+def distance(reqs: Requirements, pod: Candidate) -> float:
+    """Σ ((q - request)/q)² over requirements the pod does not fully cover; each term is at most 1."""
+    dist = 0.0
+    for name, q in reqs:
+        remaining = q - pod.request(name)
+        if remaining > 0:
+            fraction = remaining / q
+            dist += fraction * fraction
+    return dist
+
+
+def subtract(reqs: Requirements, pods: Iterable[Candidate]) -> Requirements:
+    """What is still needed after the pods are gone; satisfied requirements drop out, order kept."""
+    pods = list(pods)
+    out: Requirements = []
+    for name, q in reqs:
+        for pod in pods:
+            q -= pod.request(name)
+            if q <= 0:
+                break
+        if q > 0:
+            out.append((name, q))
+    return out
+
+
+def smaller_resource_request(a: Candidate, b: Candidate) -> bool:
+    """`smallerResourceRequest`: memory, then cpu; True on full equality (so later pods win ties)."""
+    for name in (MEMORY, CPU):
+        ra, rb = a.request(name), b.request(name)
+        if ra < rb:
+            return True
+        if ra > rb:
+            return False
+    return True
+
+
+def by_distance(pods: Sequence[Candidate], reqs: Requirements) -> list[Candidate]:
+    """`getPodsToPreemptByDistance`: greedy, closest pod first, with upstream's swap-remove."""
+    pods = list(pods)
+    evict: list[Candidate] = []
+    while reqs:
+        if not pods:
+            raise NoVictims(NO_VICTIMS + requirements_string(reqs))
+        best, best_index = float(len(reqs) + 1), 0
+        for i, pod in enumerate(pods):
+            d = distance(reqs, pod)
+            if d < best or (d == best and smaller_resource_request(pod, pods[best_index])):
+                best, best_index = d, i
+        chosen = pods[best_index]
+        reqs = subtract(reqs, [chosen])
+        evict.append(chosen)
+        pods[best_index] = pods[-1]
+        pods.pop()
+    return evict
+
+
+def _effective_priority(pod: Candidate | Mapping[str, Any], critical_priority: int) -> int:
+    """Priority for the priority-aware order: spec.priority; unset counts as 0, or as `critical_priority`
+    for static and mirror pods (critical by definition)."""
+    raw = pod.pod if isinstance(pod, Candidate) else pod
+    priority = priority_of(raw)
+    if priority is not None:
+        return priority
+    return critical_priority if (is_static_pod(raw) or is_mirror_pod(raw)) else 0
+
+
+def _groups(
+    preemptor: Mapping[str, Any], pods: Sequence[Candidate], order: str, critical_priority: int
+) -> list[list[Candidate]]:
+    """Preemptable candidates in groups from least to most protected; input order kept inside a group."""
+    if order == ORDER_QOS:
+        buckets: dict[Any, list[Candidate]] = {BEST_EFFORT: [], BURSTABLE: [], GUARANTEED: []}
+        for pod in pods:
+            if pod.qos in buckets and preemptable(preemptor, pod.pod, critical_priority):
+                buckets[pod.qos].append(pod)
+        return list(buckets.values())
+    if order != ORDER_PRIORITY:
+        raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
+    ceiling = _effective_priority(preemptor, critical_priority)
+    grouped: dict[tuple[int, int], list[Candidate]] = {}
+    for pod in pods:
+        if pod.qos not in _QOS_RANK or not preemptable(preemptor, pod.pod, critical_priority):
+            continue
+        priority = _effective_priority(pod, critical_priority)
+        if priority >= ceiling:
+            continue
+        grouped.setdefault((priority, _QOS_RANK[pod.qos]), []).append(pod)
+    return [grouped[key] for key in sorted(grouped)]
+
+
+def pods_to_preempt(
+    preemptor: Mapping[str, Any],
+    pods: Sequence[Candidate],
+    reqs: Requirements,
+    *,
+    order: str = ORDER_QOS,
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+) -> list[Candidate]:
+    """`getPodsToPreempt`, generalised to ordered groups; eviction order least protected group first.
+
+    Each group gives up only what is needed assuming every less protected group is evicted entirely,
+    starting from the most protected group: minimal impact on the most protected pods first. With the
+    three QoS buckets this is upstream's algorithm exactly. Raises NoVictims with upstream's text.
+    """
+    groups = _groups(preemptor, pods, order, critical_priority)
+    remaining = [reqs]
+    for group in groups:
+        remaining.append(subtract(remaining[-1], group))
+    if remaining[-1]:
+        raise NoVictims(NO_VICTIMS + requirements_string(remaining[-1]))
+    chosen: list[list[Candidate]] = [[] for _ in groups]
+    freed: list[Candidate] = []
+    for i in range(len(groups) - 1, -1, -1):
+        chosen[i] = by_distance(groups[i], subtract(remaining[i], freed))
+        freed.extend(chosen[i])
+    return [pod for group in chosen for pod in group]
+
+
+@dataclass
+class Admission:
+    """What the kubelet decides for one pod.
+
+    `fits`: the pod fits as the node stands. `reasons`: every reason it does not (upstream order).
+    `victims`: pods to evict, in eviction order, when a critical pod is admitted by preemption.
+    `error`: the preemption error upstream's handler returns (then the pod is rejected).
+    `requirements`: the insufficient amounts preemption had to free (the first one labels the metric).
+    `rejection`: (reason, message) as the kubelet records a rejection, None when admitted.
+    """
+
+    admit: bool
+    fits: bool
+    reasons: list[Reason]
+    victims: list[dict[str, Any]]
+    error: str | None
+    requirements: Requirements = field(default_factory=list)
+    rejection: tuple[str, str] | None = None
+
+
+def _admission_key(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    return (
+        str(meta.get("creationTimestamp") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The other admitted pods: not terminal, not the pod itself, in admission order."""
+    active = []
+    for i, other in enumerate(pods):
+        if not isinstance(other, Mapping):
+            raise InvalidObject(f"pods[{i}]: must be an object")
+        try:
+            if is_terminal(other) or same_pod(pod, other):
+                continue
+        except InvalidObject as err:
+            raise InvalidObject(f"pods[{i}] ({describe(other)}): {err}") from None
+        active.append(other)
+    return sorted(active, key=_admission_key)
+
+
+def _rejection(reasons: Sequence[Reason]) -> tuple[str, str]:
+    if not reasons:
+        return ("UnknownReason", "GeneralPredicates failed due to unknown reason, which is unexpected.")
+    return (reasons[0].reason, reasons[0].message)
+
+
+def admit_pod(
+    pod: Mapping[str, Any],
+    node: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    order: str = ORDER_QOS,
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+) -> Admission:
+    """Kubelet admission of `pod` on `node` given every pod bound to the node (any phase).
+
+    A pod that does not fit only for resource reasons and is critical is admitted after choosing
+    victims; a non-resource reason means no eviction. Raises InvalidObject for unreadable input.
+    """
+    if order not in ORDERS:
+        raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
+    allocatable = _with_prefix("node", node_allocatable, node)
+    active = _active_pods(pod, pods)
+    views = []
+    for other in active:
+        try:
+            views.append(request_views(other))
+        except InvalidObject as err:
+            raise InvalidObject(f"pod {describe(other)}: {err}") from None
+    used = total(view[1] for view in views)
+    try:
+        request = dict(request_views(pod)[1])
+        # The kubelet drops extended resources the node does not advertise (removeMissingExtendedResources):
+        # they are cluster-level resources handled elsewhere.
+        for name in [n for n in request if is_extended_resource(n) and n not in allocatable]:
+            del request[name]
+        reasons = resource_reasons(request, allocatable, used) + non_resource_reasons(pod, node, active)
+        critical = is_critical(pod, critical_priority)
+    except InvalidObject as err:
+        raise InvalidObject(f"pod {describe(pod)}: {err}") from None
+    if not reasons:
+        return Admission(admit=True, fits=True, reasons=[], victims=[], error=None)
+    if not critical:
+        return Admission(False, False, reasons, [], None, rejection=_rejection(reasons))
+    non_resource = [r for r in reasons if not r.is_resource]
+    if non_resource:
+        return Admission(False, False, reasons, [], None, rejection=_rejection(non_resource))
+    reqs = [(r.resource or "", r.insufficient_amount) for r in reasons]
+    candidates = [
+        Candidate(other, view[0], qos_class(other), priority_of(other))
+        for other, view in zip(active, views, strict=True)
+        if not is_terminating(other)
+    ]
+    try:
+        victims = pods_to_preempt(pod, candidates, reqs, order=order, critical_priority=critical_priority)
+    except NoVictims as err:
+        error = FIND_ERROR + str(err)
+        return Admission(
+            False, False, reasons, [], error, reqs, (UNEXPECTED_ADMISSION_ERROR, RECOVER_ERROR + error)
+        )
+    return Admission(True, False, reasons, [victim_summary(v) for v in victims], None, reqs)
+
+
+def _with_prefix(what: str, fn: Any, obj: Any) -> Any:
+    try:
+        return fn(obj)
+    except InvalidObject as err:
+        raise InvalidObject(f"{what}: {err}") from None
+
+
+def victim_summary(victim: Candidate) -> dict[str, Any]:
+    """The contract's victim entry: namespace, name, uid, qosClass, priority."""
+    meta = victim.pod.get("metadata") if isinstance(victim.pod.get("metadata"), Mapping) else {}
+    return {
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "qosClass": victim.qos,
+        "priority": victim.priority,
+    }

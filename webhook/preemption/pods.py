@@ -1,0 +1,66 @@
+"""Pod identity as the kubelet sees it: static, mirror, priority, terminating (pkg/kubelet/types)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION
+from webhook.preemption.resources import InvalidObject, field, spec_of
+
+API_SOURCE = "api"
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = field(pod, "metadata", "pod", default={})
+    return field(meta, "annotations", "metadata", default={})
+
+
+def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
+    """`IsMirrorPod`: the `kubernetes.io/config.mirror` annotation is present (any value)."""
+    return MIRROR_POD_ANNOTATION in _annotations(pod)
+
+
+def is_static_pod(pod: Mapping[str, Any]) -> bool:
+    """`IsStaticPod`: `kubernetes.io/config.source` is set and is not "api" (a file or http manifest)."""
+    source = _annotations(pod).get(CONFIG_SOURCE_ANNOTATION)
+    return source is not None and source != API_SOURCE
+
+
+def priority_of(pod: Mapping[str, Any]) -> int | None:
+    """`spec.priority`, None when unset (upstream keeps nil distinct from 0)."""
+    value = spec_of(pod).get("priority")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidObject(f"spec.priority: must be an integer, got {value!r}")
+    return value
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """`metadata.deletionTimestamp` is set: deletion was requested and the pod is shutting down."""
+    meta = field(pod, "metadata", "pod", default={})
+    return meta.get("deletionTimestamp") is not None
+
+
+def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(namespace, name, uid), empty strings when absent."""
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    return str(meta.get("namespace") or ""), str(name), str(meta.get("uid") or "")
+
+
+def same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """By uid when both have one, else by namespace/name."""
+    ns_a, name_a, uid_a = pod_ref(a)
+    ns_b, name_b, uid_b = pod_ref(b)
+    if uid_a and uid_b:
+        return uid_a == uid_b
+    return bool(name_a) and (ns_a, name_a) == (ns_b, name_b)
+
+
+def describe(pod: Any) -> str:
+    """`namespace/name` for messages."""
+    ns, name, _ = pod_ref(pod) if isinstance(pod, Mapping) else ("", "", "")
+    return f"{ns}/{name}" if ns else (name or "<unnamed>")

@@ -1,0 +1,292 @@
+"""The kubelet's admission predicates (`generalFilter` in pkg/kubelet/lifecycle/predicate.go).
+
+Resource fit is the scheduler's `noderesources.Fits`; the non-resource predicates are NodeAffinity
+(nodeSelector + required node affinity), NodeName, NodePorts and, for non-static pods, untolerated
+NoExecute taints. Reasons, messages and their order are upstream's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.preemption.pods import is_static_pod
+from webhook.preemption.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    InvalidObject,
+    field,
+    is_scalar_resource,
+    spec_of,
+)
+
+NODE_AFFINITY = "NodeAffinity"
+NODE_AFFINITY_MESSAGE = "node(s) didn't match Pod's node affinity/selector"
+NODE_NAME = "NodeName"
+NODE_NAME_MESSAGE = "node(s) didn't match the requested node name"
+NODE_PORTS = "NodePorts"
+NODE_PORTS_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
+TAINT_TOLERATION = "TaintToleration"
+TAINT_TOLERATION_MESSAGE = "node(s) had taints that the pod didn't tolerate"
+
+_FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One admission failure, shaped like the kubelet's rejection (`reason` + `message`).
+
+    Resource reasons (`InsufficientResourceError`) carry resource/requested/used/capacity; predicate
+    failures (`PredicateFailureError`) leave them None.
+    """
+
+    reason: str
+    message: str
+    resource: str | None = None
+    requested: int | None = None
+    used: int | None = None
+    capacity: int | None = None
+
+    @property
+    def is_resource(self) -> bool:
+        return self.resource is not None
+
+    @property
+    def insufficient_amount(self) -> int:
+        """`GetInsufficientAmount`: what must be freed, requested - (capacity - used)."""
+        assert self.requested is not None and self.used is not None and self.capacity is not None
+        return self.requested - (self.capacity - self.used)
+
+    @property
+    def short(self) -> str:
+        """`GetReason()`: "Insufficient cpu", or the predicate's description."""
+        if self.is_resource:
+            return f"Insufficient {self.resource}"
+        return self.message.split(": ", 1)[1] if ": " in self.message else self.message
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "resource": self.resource,
+            "requested": self.requested,
+            "used": self.used,
+            "capacity": self.capacity,
+        }
+
+
+def insufficient(resource: str, requested: int, used: int, capacity: int) -> Reason:
+    """An `InsufficientResourceError` as the kubelet reports it (`OutOf<name>`)."""
+    return Reason(
+        reason=f"OutOf{resource}",
+        message=f"Node didn't have enough resource: {resource}, requested: {requested}, "
+        f"used: {used}, capacity: {capacity}",
+        resource=resource,
+        requested=requested,
+        used=used,
+        capacity=capacity,
+    )
+
+
+def predicate_failure(name: str, description: str) -> Reason:
+    """A `PredicateFailureError`: reason is the predicate name, message its `Error()` text."""
+    return Reason(reason=name, message=f"Predicate {name} failed: {description}")
+
+
+def resource_reasons(
+    pod_request: Mapping[str, int], allocatable: Mapping[str, int], used: Mapping[str, int]
+) -> list[Reason]:
+    """`noderesources.Fits`: pods first, then cpu, memory, ephemeral-storage, then scalar resources.
+
+    `used` is the node's requested total over the other pods, with `pods` their count. Scalar resources
+    (extended, hugepages, ...) are reported sorted by name; upstream iterates a Go map (random order).
+    """
+    reasons: list[Reason] = []
+    pods_used = used.get(PODS, 0)
+    pods_allowed = allocatable.get(PODS, 0)
+    if pods_used + 1 > pods_allowed:
+        reasons.append(insufficient(PODS, 1, pods_used, pods_allowed))
+    for name in _FIXED_RESOURCES:
+        want = pod_request.get(name, 0)
+        if want > 0 and want > allocatable.get(name, 0) - used.get(name, 0):
+            reasons.append(insufficient(name, want, used.get(name, 0), allocatable.get(name, 0)))
+    for name in sorted(n for n in pod_request if is_scalar_resource(n)):
+        want = pod_request[name]
+        if want > 0 and want > allocatable.get(name, 0) - used.get(name, 0):
+            reasons.append(insufficient(name, want, used.get(name, 0), allocatable.get(name, 0)))
+    return reasons
+
+
+def _meta(obj: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    return field(obj, "metadata", what, default={})
+
+
+def node_name_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | None:
+    """`nodename.Fits`: `spec.nodeName` empty or equal to the node's name."""
+    wanted = field(spec_of(pod), "nodeName", "spec", str, "")
+    if wanted and wanted != _meta(node, "node").get("name"):
+        return predicate_failure(NODE_NAME, NODE_NAME_MESSAGE)
+    return None
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    return field(_meta(node, "node"), "labels", "node.metadata", default={})
+
+
+def _requirement_matches(req: Any, labels: Mapping[str, Any]) -> bool:
+    """One `NodeSelectorRequirement` on labels; an invalid requirement matches nothing (as upstream)."""
+    if not isinstance(req, Mapping):
+        return False
+    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+    if not isinstance(key, str) or not isinstance(values, list):
+        return False
+    present = key in labels
+    value = labels.get(key)
+    if op == "In":
+        return bool(values) and present and value in values
+    if op == "NotIn":
+        return bool(values) and (not present or value not in values)
+    if op == "Exists":
+        return not values and present
+    if op == "DoesNotExist":
+        return not values and not present
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            return False
+        try:
+            bound, actual = int(values[0]), int(str(value))
+        except (TypeError, ValueError):
+            return False
+        return present and (actual > bound if op == "Gt" else actual < bound)
+    return False
+
+
+def _field_matches(req: Any, node_name: Any) -> bool:
+    """A `matchFields` requirement: only `metadata.name` with In/NotIn and exactly one value."""
+    if not isinstance(req, Mapping) or req.get("key") != "metadata.name":
+        return False
+    values = req.get("values") or []
+    if not isinstance(values, list) or len(values) != 1:
+        return False
+    if req.get("operator") == "In":
+        return node_name == values[0]
+    if req.get("operator") == "NotIn":
+        return node_name != values[0]
+    return False
+
+
+def _term_matches(term: Any, labels: Mapping[str, Any], node_name: Any) -> bool:
+    """A `NodeSelectorTerm`: all of its requirements; an empty term matches nothing."""
+    if not isinstance(term, Mapping):
+        return False
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not isinstance(exprs, list) or not isinstance(fields, list) or not (exprs or fields):
+        return False
+    return all(_requirement_matches(r, labels) for r in exprs) and all(
+        _field_matches(r, node_name) for r in fields
+    )
+
+
+def node_selector_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | None:
+    """`GetRequiredNodeAffinity(pod).Match(node)`: nodeSelector AND required node affinity (terms ORed)."""
+    spec = spec_of(pod)
+    labels = _labels(node)
+    selector = field(spec, "nodeSelector", "spec", default={})
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return predicate_failure(NODE_AFFINITY, NODE_AFFINITY_MESSAGE)
+    affinity = field(field(spec, "affinity", "spec", default={}), "nodeAffinity", "spec.affinity", default={})
+    required = field(affinity, "requiredDuringSchedulingIgnoredDuringExecution", "spec.affinity.nodeAffinity")
+    if required is not None:
+        terms = required.get("nodeSelectorTerms") or []
+        node_name = _meta(node, "node").get("name")
+        if not isinstance(terms, list) or not any(_term_matches(t, labels, node_name) for t in terms):
+            return predicate_failure(NODE_AFFINITY, NODE_AFFINITY_MESSAGE)
+    return None
+
+
+def _host_ports(pod: Mapping[str, Any]) -> Iterable[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) of regular containers with a host port, defaults applied."""
+    for i, container in enumerate(field(spec_of(pod), "containers", "spec", list, [])):
+        if not isinstance(container, Mapping):
+            raise InvalidObject(f"spec.containers[{i}]: must be an object")
+        for j, port in enumerate(field(container, "ports", f"spec.containers[{i}]", list, [])):
+            if not isinstance(port, Mapping):
+                raise InvalidObject(f"spec.containers[{i}].ports[{j}]: must be an object")
+            host_port = port.get("hostPort") or 0
+            if not isinstance(host_port, int) or isinstance(host_port, bool):
+                raise InvalidObject(f"spec.containers[{i}].ports[{j}].hostPort: must be an integer")
+            if host_port > 0:
+                yield (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port)
+
+
+def host_port_conflicts(pod: Mapping[str, Any], pods_on_node: Iterable[Mapping[str, Any]]) -> Reason | None:
+    """`nodeports.Fits`: a wanted host port is taken on the same IP, or either side binds 0.0.0.0."""
+    wanted = list(_host_ports(pod))
+    if not wanted:
+        return None
+    used: dict[tuple[str, int], set[str]] = {}
+    for other in pods_on_node:
+        for ip, protocol, port in _host_ports(other):
+            used.setdefault((protocol, port), set()).add(ip)
+    for ip, protocol, port in wanted:
+        ips = used.get((protocol, port))
+        if ips and (ip == "0.0.0.0" or ip in ips or "0.0.0.0" in ips):
+            return predicate_failure(NODE_PORTS, NODE_PORTS_MESSAGE)
+    return None
+
+
+def tolerates(toleration: Any, taint: Mapping[str, Any]) -> bool:
+    """`Toleration.ToleratesTaint`: effect and key match when set; Equal (default) compares values."""
+    if not isinstance(toleration, Mapping):
+        return False
+    effect, key = toleration.get("effect") or "", toleration.get("key") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == "Exists"
+
+
+def untolerated_taint(
+    pod: Mapping[str, Any], node: Mapping[str, Any], effects: Iterable[str] = ("NoExecute",)
+) -> Reason | None:
+    """`FindMatchingUntoleratedTaint` over taints with one of `effects` (the kubelet: NoExecute only)."""
+    taints = field(field(node, "spec", "node", default={}), "taints", "node.spec", list, [])
+    tolerations = field(spec_of(pod), "tolerations", "spec", list, [])
+    wanted = set(effects)
+    for taint in taints:
+        if not isinstance(taint, Mapping) or taint.get("effect") not in wanted:
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return predicate_failure(TAINT_TOLERATION, TAINT_TOLERATION_MESSAGE)
+    return None
+
+
+def non_resource_reasons(
+    pod: Mapping[str, Any], node: Mapping[str, Any], pods_on_node: Iterable[Mapping[str, Any]]
+) -> list[Reason]:
+    """The kubelet's non-resource failures in upstream order: NodeAffinity, NodeName, NodePorts, taints.
+
+    Static pods skip the taint check (`generalFilter`).
+    """
+    checks = [
+        node_selector_mismatch(pod, node),
+        node_name_mismatch(pod, node),
+        host_port_conflicts(pod, pods_on_node),
+    ]
+    if not is_static_pod(pod):
+        checks.append(untolerated_taint(pod, node))
+    return [r for r in checks if r is not None]
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """Phase Succeeded or Failed: the pod holds no resources any more."""
+    status = field(pod, "status", "pod", default={})
+    return status.get("phase") in ("Succeeded", "Failed")

@@ -1,0 +1,285 @@
+"""Pod requests and node allocatable as the kubelet and the scheduler count them.
+
+Quantities are parsed once with `kubernetes.utils.parse_quantity` and kept as integers: cpu in
+millicores, everything else in base units (bytes, counts). Sums are taken in nano units and rounded up
+only at the end, as Kubernetes sums `Quantity` values exactly and then rounds `MilliValue()`/`Value()` up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
+from typing import Any
+
+from kubernetes.utils import parse_quantity as _k8s_parse_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+HUGEPAGES_PREFIX = "hugepages-"
+# apimachinery caps quantities at 2^63-1 (in the unit they are read in).
+MAX_INT64 = 2**63 - 1
+NANO = 10**9
+MILLI_IN_NANO = 10**6
+
+# <signedNumber><suffix> of apimachinery's resource.Quantity grammar; Python's Decimal alone would also
+# take "NaN", "1_000" or surrounding blanks, which the API server refuses.
+_QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
+
+
+class InvalidObject(ValueError):
+    """A Kubernetes object that cannot be read: the message names the field and what is wrong."""
+
+
+class InvalidQuantity(InvalidObject):
+    """A quantity that is not valid: the message names the resource/field and the bad value."""
+
+
+def field(obj: Any, key: str, path: str, kind: type = dict, default: Any = None) -> Any:
+    """`obj[key]` checked against `kind`; None/missing gives `default` (the API server's omitempty)."""
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        want = _TYPE_NAMES.get(kind, kind.__name__)
+        raise InvalidObject(f"{path}.{key}: must be {want}, got {_type_name(value)}")
+    return value
+
+
+_TYPE_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _type_name(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+@lru_cache(maxsize=4096)
+def _nano_cached(value: str) -> int | None:
+    if not _QUANTITY.fullmatch(value):
+        return None
+    try:
+        amount = _k8s_parse_quantity(value)
+    except ValueError:
+        return None
+    if amount < 0:
+        return -1
+    amount = min(amount, Decimal(MAX_INT64))
+    return int((amount * NANO).to_integral_value(rounding=ROUND_CEILING))
+
+
+def quantity_nano(value: str | int | float, where: str) -> int:
+    """A non-negative quantity in nano units (apimachinery keeps nano precision, rounding up)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InvalidQuantity(f"{where}: quantity must be a string or a number, got {type(value).__name__}")
+    # A YAML/JSON number is read by its literal text, as the API server does: 0.1 is 100m, not a float.
+    text = value if isinstance(value, str) else repr(value)
+    nano = _nano_cached(text)
+    if nano is None:
+        raise InvalidQuantity(f"{where}: invalid quantity {value!r}")
+    if nano < 0:
+        raise InvalidQuantity(f"{where}: quantity {value!r} must not be negative")
+    return nano
+
+
+def from_nano(resource: str, nano: int) -> int:
+    """Nano units to the integer Kubernetes reports: cpu `MilliValue()`, others `Value()`, rounded up."""
+    unit = MILLI_IN_NANO if resource == CPU else NANO
+    return -(-nano // unit)
+
+
+def parse_quantity(resource: str, value: str | int | float) -> int:
+    """One quantity of `resource`: cpu in millicores, everything else in base units, rounded up."""
+    return from_nano(resource, quantity_nano(value, resource))
+
+
+def _resource_list(obj: Any, key: str, path: str) -> dict[str, int]:
+    """A ResourceList (`requests`, `limits`, `allocatable`, `overhead`) in nano units."""
+    raw = field(obj, key, path)
+    if not raw:
+        return {}
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str):
+            raise InvalidObject(f"{path}.{key}: resource name {name!r} must be a string")
+        out[name] = quantity_nano(value, f"{path}.{key}.{name}")
+    return out
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    items = field(spec, key, "spec", list, [])
+    for i, c in enumerate(items):
+        if not isinstance(c, dict):
+            raise InvalidObject(f"spec.{key}[{i}]: must be an object, got {_type_name(c)}")
+    return items
+
+
+def container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
+    """`resources.requests` of one container, nano units."""
+    resources = field(container, "resources", path, default={})
+    return _resource_list(resources, "requests", f"{path}.resources")
+
+
+def container_limits(container: Mapping[str, Any], path: str) -> dict[str, int]:
+    resources = field(container, "resources", path, default={})
+    return _resource_list(resources, "limits", f"{path}.resources")
+
+
+def _add_into(total: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        if k not in total or v > total[k]:
+            total[k] = v
+
+
+def aggregate_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """`AggregateContainerRequests` (KEP-753 sidecar formula), nano units; absent keys stay absent.
+
+    Sidecars (init containers with restartPolicy Always) run for the pod's whole life, so they add to the
+    steady state and to every later init container's peak.
+    """
+    spec = spec_of(pod)
+    result: dict[str, int] = {}
+    for i, c in enumerate(_containers(spec, "containers")):
+        _add_into(result, container_requests(c, f"spec.containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(_containers(spec, "initContainers")):
+        reqs = container_requests(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            _add_into(result, reqs)
+            _add_into(sidecars, reqs)
+            use = sidecars
+        else:
+            use = dict(reqs)
+            _add_into(use, sidecars)
+        _max_into(init_peak, use)
+    _max_into(result, init_peak)
+    return result
+
+
+def spec_of(pod: Any) -> Mapping[str, Any]:
+    if not isinstance(pod, Mapping):
+        raise InvalidObject(f"pod: must be an object, got {_type_name(pod)}")
+    return field(pod, "spec", "pod", default={})
+
+
+def is_supported_pod_level_resource(name: str) -> bool:
+    return name in (CPU, MEMORY) or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_level_resources(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]] | None:
+    """(requests, limits) of `spec.resources` when pod-level resources are set (`IsPodLevelResourcesSet`).
+
+    The model is PodLevelResources on (beta, default on since 1.34).
+    """
+    spec = spec_of(pod)
+    resources = field(spec, "resources", "spec")
+    if resources is None:
+        return None
+    requests = _resource_list(resources, "requests", "spec.resources")
+    limits = _resource_list(resources, "limits", "spec.resources")
+    if any(is_supported_pod_level_resource(n) for n in (*requests, *limits)):
+        return requests, limits
+    return None
+
+
+def request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """(kubelet view, scheduler view) of the pod's requests, both with `pods: 1`.
+
+    Kubelet (`GetResourceRequest`, what a victim frees): with pod-level resources set the containers are
+    skipped entirely; overhead is added only to non-zero totals. Scheduler (`computePodResourceRequest`,
+    used by `noderesources.Fits` for the admitted pod and the node's used resources): containers, the
+    supported pod-level requests on top, overhead always.
+    """
+    spec = spec_of(pod)
+    overhead = _resource_list(spec, "overhead", "spec")
+    pod_level = pod_level_resources(pod)
+    containers = aggregate_container_requests(pod)
+    level = {n: q for n, q in pod_level[0].items() if is_supported_pod_level_resource(n)} if pod_level else {}
+
+    kubelet = dict(level) if pod_level is not None else dict(containers)
+    for name, q in overhead.items():
+        if kubelet.get(name, 0) != 0:
+            kubelet[name] += q
+    scheduler = dict(containers)
+    scheduler.update(level)
+    _add_into(scheduler, overhead)
+
+    kubelet_view = {name: from_nano(name, q) for name, q in kubelet.items()}
+    scheduler_view = {name: from_nano(name, q) for name, q in scheduler.items()}
+    kubelet_view[PODS] = scheduler_view[PODS] = 1
+    return kubelet_view, scheduler_view
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The kubelet's `GetResourceRequest` for every resource the pod names, plus `pods: 1`.
+
+    This is what a victim frees in the kubelet's preemption arithmetic.
+    """
+    return request_views(pod)[0]
+
+
+def scheduler_pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The scheduler's request (`computePodResourceRequest`): overhead always added, plus `pods: 1`.
+
+    The kubelet's admission fit check (`noderesources.Fits`) and the node's used resources use this one.
+    """
+    return request_views(pod)[1]
+
+
+def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
+    """`status.allocatable` parsed (cpu millicores, others base units)."""
+    if not isinstance(node, Mapping):
+        raise InvalidObject(f"node: must be an object, got {_type_name(node)}")
+    status = field(node, "status", "node", default={})
+    return {n: from_nano(n, q) for n, q in _resource_list(status, "allocatable", "status").items()}
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """Per-resource sum; keys are the union."""
+    out = dict(a)
+    _add_into(out, b)
+    return out
+
+
+def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """Per-resource difference `a - b`; keys are the union (may go negative)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) - v
+    return out
+
+
+def total(requests: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Sum of many request maps (a node's used resources)."""
+    out: dict[str, int] = {}
+    for r in requests:
+        _add_into(out, r)
+    return out
+
+
+def is_native_resource(name: str) -> bool:
+    """No domain, or the `kubernetes.io/` domain (`IsNativeResource`)."""
+    return "/" not in name or name.startswith("kubernetes.io/")
+
+
+def is_extended_resource(name: str) -> bool:
+    """`IsExtendedResourceName`: a domain-qualified name outside kubernetes.io, not a quota name."""
+    return not is_native_resource(name) and not name.startswith("requests.")
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Resources the scheduler counts besides cpu/memory/ephemeral-storage/pods (`IsScalarResourceName`)."""
+    return (
+        is_extended_resource(name)
+        or name.startswith(HUGEPAGES_PREFIX)
+        or name.startswith("kubernetes.io/")
+        or name.startswith("attachable-volumes-")
+    )
