@@ -1,0 +1,124 @@
+"""Run the real webhook server (`python -m webhook serve`) as a subprocess, over real TLS, for tests.
+
+    with webhook_server(tmp_path, "--classes", "examples/priorityclasses.yaml") as server:
+        server.session.post(server.url + "/mutate", json=review)
+
+Certificates are generated with the project's own code into `tmp_path/certs` (unless `cert_dir` is
+given); the port is a free one picked here; the server is ready once `/healthz` answers. Extra CLI
+arguments (`--kubeconfig ...`, `--workers 1`) and environment variables are passed through.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.support.wait import wait_for
+from webhook import tls
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CLASSES = REPO / "examples" / "priorityclasses.yaml"
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (gunicorn cannot report the port of a `:0` bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class WebhookServer:
+    url: str
+    host: str
+    port: int
+    ca_file: Path
+    cert_dir: Path
+    process: subprocess.Popen[bytes]
+    session: requests.Session
+    log_file: Path
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def review(self, path: str, review: Mapping[str, Any], **kwargs: Any) -> requests.Response:
+        return self.session.post(self.url + path, json=review, timeout=10, **kwargs)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM (graceful: in-flight requests finish), then SIGKILL after `timeout`; the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.process.returncode
+
+
+def serve_command(port: int, cert_dir: Path, args: Sequence[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "webhook",
+        "serve",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--cert-dir",
+        str(cert_dir),
+        *args,
+    ]
+
+
+@contextmanager
+def webhook_server(
+    tmp_path: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cert_dir: Path | None = None,
+    startup_timeout: float = 30.0,
+) -> Iterator[WebhookServer]:
+    """Start the server with `args` (default: the example classes) and stop it on exit."""
+    if cert_dir is None:
+        cert_dir = tmp_path / "certs"
+        tls.write_certificates(cert_dir)
+    if not args:
+        args = ("--classes", str(EXAMPLE_CLASSES))
+    port = free_port()
+    log_file = tmp_path / f"server-{port}.log"
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log_file, "wb") as log:
+        process = subprocess.Popen(
+            serve_command(port, cert_dir, args), cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    session = requests.Session()
+    session.verify = str(cert_dir / tls.CA_CERT)
+    url = f"https://127.0.0.1:{port}"
+    server = WebhookServer(
+        url, "127.0.0.1", port, cert_dir / tls.CA_CERT, cert_dir, process, session, log_file
+    )
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.log()}")
+        try:
+            return session.get(url + "/healthz", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    try:
+        wait_for(healthy, timeout=startup_timeout, interval=0.05, what=f"{url}/healthz")
+        yield server
+    finally:
+        session.close()
+        server.terminate()
