@@ -1,14 +1,91 @@
-"""`priority-webhook victims` (being written)."""
+"""`priority-webhook victims`: the kubelet's critical-pod admission of one pod on one node, offline.
+
+kubectl get node NODE -o json > node.json
+kubectl get pods -A --field-selector spec.nodeName=NODE -o json > pods.json
+priority-webhook victims --node node.json --pods pods.json --pod pod.yaml
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
+
+from webhook.commands.options import add_output
+from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.preemption.kubelet import ORDER_QOS, ORDERS, Admission, admit_pod
+from webhook.preemption.pods import describe
+from webhook.preemption.resources import InvalidObject
+from webhook.preemption.validate import check_node, check_pod
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("victims", help="(being written)")
+    parser = sub.add_parser(
+        "victims",
+        help="kubelet-style admission of a pod on a node, with critical-pod preemption",
+        description="Would the kubelet on NODE admit POD next to PODS? A critical pod that does not fit "
+        "for lack of resources is admitted after evicting victims (printed in eviction order). "
+        "Exit 0 iff the pod is admitted.",
+    )
+    parser.add_argument("--node", required=True, metavar="FILE", help="the Node (kubectl get node X -o json)")
+    parser.add_argument(
+        "--pods",
+        required=True,
+        metavar="FILE",
+        help="pods bound to the node, any phase "
+        "(kubectl get pods -A --field-selector spec.nodeName=X -o json)",
+    )
+    parser.add_argument("--pod", required=True, metavar="FILE", help="the pod to admit")
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default=ORDER_QOS,
+        help="victim order: qos (upstream kubelet: QoS class only) or priority (lowest priority first, "
+        "QoS within one priority; never a pod of equal or higher priority)",
+    )
+    parser.add_argument(
+        "--critical-priority",
+        type=int,
+        default=SYSTEM_CRITICAL_PRIORITY,
+        metavar="N",
+        help=f"priority from which a pod is critical (default {SYSTEM_CRITICAL_PRIORITY})",
+    )
+    add_output(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("victims: not yet available")
+    node = load_one(args.node, "Node")
+    _check(check_node, node, args.node)
+    pods: list[Any] = []
+    for source, doc in load_objects([args.pods]):
+        _check(check_pod, doc, source)
+        pods.append(doc)
+    pod = load_one(args.pod, "Pod")
+    _check(check_pod, pod, args.pod)
+    try:
+        admission = admit_pod(pod, node, pods, order=args.order, critical_priority=args.critical_priority)
+    except InvalidObject as err:  # every field was read above; this is a safety net, not a path
+        raise InputError(f"{args.pods}: {err}") from None
+    sys.stdout.write(dump(result(admission), args.output))
+    return 0 if admission.admit else 1
+
+
+def _check(check: Any, obj: Any, source: str) -> None:
+    try:
+        check(obj)
+    except InvalidObject as err:
+        who = f" ({describe(obj)})" if isinstance(obj, dict) else ""
+        raise InputError(f"{source}{who}: {err}") from None
+
+
+def result(admission: Admission) -> dict[str, Any]:
+    """The contract's JSON object: admit, fits, reasons, victims (eviction order), error."""
+    return {
+        "admit": admission.admit,
+        "fits": admission.fits,
+        "reasons": [r.as_dict() for r in admission.reasons],
+        "victims": admission.victims,
+        "error": admission.error,
+    }

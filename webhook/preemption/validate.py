@@ -1,0 +1,57 @@
+"""Read every field the kubelet model uses, up front, so bad input fails with the field's name.
+
+`admit_pod` raises `InvalidObject` too, but only here can a caller (the `victims` command) attach the file
+and document that the bad object came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.preemption.pods import is_mirror_pod, is_static_pod, is_terminating, priority_of
+from webhook.preemption.predicates import host_port_conflicts, is_terminal, untolerated_taint
+from webhook.preemption.qos import qos_class
+from webhook.preemption.resources import InvalidObject, field, node_allocatable, request_views, spec_of
+
+_EMPTY_NODE: dict[str, Any] = {"metadata": {"name": ""}, "spec": {"taints": []}}
+
+
+def check_pod(pod: Any) -> None:
+    """Raises InvalidObject naming the first unreadable field of a Pod."""
+    if not isinstance(pod, Mapping):
+        raise InvalidObject(f"must be a Pod object, got {type(pod).__name__}")
+    kind = pod.get("kind")
+    if kind is not None and kind != "Pod":
+        raise InvalidObject(f"kind: expected Pod, got {kind!r}")
+    meta = field(pod, "metadata", "pod", default={})
+    field(meta, "annotations", "metadata", default={})
+    field(pod, "status", "pod", default={})
+    spec = spec_of(pod)
+    field(spec, "nodeName", "spec", str)
+    field(spec, "nodeSelector", "spec")
+    affinity = field(spec, "affinity", "spec", default={})
+    node_affinity = field(affinity, "nodeAffinity", "spec.affinity", default={})
+    field(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", "spec.affinity.nodeAffinity")
+    request_views(pod)
+    qos_class(pod)
+    priority_of(pod)
+    is_static_pod(pod)
+    is_mirror_pod(pod)
+    is_terminal(pod)
+    is_terminating(pod)
+    host_port_conflicts(pod, [pod])
+    untolerated_taint(pod, _EMPTY_NODE)
+
+
+def check_node(node: Any) -> None:
+    """Raises InvalidObject naming the first unreadable field of a Node."""
+    if not isinstance(node, Mapping):
+        raise InvalidObject(f"must be a Node object, got {type(node).__name__}")
+    kind = node.get("kind")
+    if kind is not None and kind != "Node":
+        raise InvalidObject(f"kind: expected Node, got {kind!r}")
+    meta = field(node, "metadata", "node", default={})
+    field(meta, "labels", "metadata", default={})
+    node_allocatable(node)
+    untolerated_taint({"spec": {}}, node)
