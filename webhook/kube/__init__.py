@@ -1,0 +1,1 @@
+"""Cluster I/O: client configuration, list/watch reflectors and the caches they feed."""

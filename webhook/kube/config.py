@@ -1,0 +1,30 @@
+"""The `kubernetes` client configuration: kubeconfig file, in-cluster service account, or the default rules.
+
+Authentication (bearer tokens, exec/refresh hooks, client certificates, the cluster CA) lives in the
+client's `Configuration`; the reflector reads it from there and never logs it.
+"""
+
+from __future__ import annotations
+
+import kubernetes.client
+import kubernetes.config
+from kubernetes.config.config_exception import ConfigException
+
+from webhook.documents import InputError
+
+
+def api_client(kubeconfig: str | None, in_cluster: bool) -> kubernetes.client.ApiClient:
+    """A client for the cluster: `in_cluster` uses the pod's service account, else the kubeconfig file
+    (None: `$KUBECONFIG` or `~/.kube/config`, as kubectl). A bad configuration is an InputError."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        if in_cluster:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+        else:
+            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
+                                               persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError) as err:
+        source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"{source}: {detail}") from err
+    return kubernetes.client.ApiClient(configuration)

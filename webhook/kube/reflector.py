@@ -1,0 +1,304 @@
+"""A list/watch reflector on the official client's HTTP pool, reading raw JSON (no model classes).
+
+client-go's Reflector, reduced to what the project needs: LIST (a consistent read), hand the items and the
+list's resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
+
+- The server closing the watch (its `timeoutSeconds`) just re-watches from the last resourceVersion.
+- `410 Gone` (HTTP 410 or an ERROR event with code 410: the version was compacted away) re-LISTs and
+  replaces the store in one step, so no deleted object lingers and none is missed.
+- Anything else (connection refused or dropped, read timeout, 5xx, an ERROR event, bad JSON) retries the
+  same step after a jittered exponential backoff, capped at `backoff_max`.
+- A client-side read timeout (`read_timeout`, longer than the API server's bookmark period) bounds how
+  long a silent, half-open connection can hold the cache: the reflector then reconnects. On a healthy but
+  idle watch this costs only a cheap re-watch from the same resourceVersion.
+
+Authentication comes from the client's Configuration (bearer token with its refresh hook, client
+certificates and CA in its connection pool); only paths and error summaries are ever logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import kubernetes.client
+import urllib3
+
+from webhook.kube import metrics
+
+log = logging.getLogger(__name__)
+
+
+class ObjectStore(Protocol):
+    """What a reflector feeds."""
+
+    def replace(self, objects: list[dict], resource_version: str) -> None:
+        """Swap the whole content for a LIST result, atomically."""
+        ...
+
+    def apply(self, event_type: str, obj: dict) -> None:
+        """Apply one watch event: "ADDED" | "MODIFIED" | "DELETED"."""
+        ...
+
+
+class _Gone(Exception):
+    """The watched resourceVersion is too old: re-LIST."""
+
+
+class _Stopped(Exception):
+    """stop() was called."""
+
+
+class ApiStatusError(Exception):
+    """A non-200 answer from the API server (message from its Status object)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Reflector:
+    """Keeps an ObjectStore in step with one API collection, on a background daemon thread."""
+
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        path: str,
+        store: ObjectStore,
+        *,
+        name: str,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 30.0,
+        read_timeout: float = 75.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.store = store
+        self.timeout_seconds = timeout_seconds
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self.resource_version = ""
+        self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
+        self._client = api_client
+        self._selectors = {k: v for k, v in (("fieldSelector", field_selector),
+                                            ("labelSelector", label_selector)) if v}
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: urllib3.BaseHTTPResponse | None = None
+        self._failures = 0
+
+    # -- public ---------------------------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        """True once the first LIST has landed in the store (and forever after)."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        metrics.SYNCED.labels(self.name).set(0)
+        self._thread = threading.Thread(target=self._run, name=f"reflector-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop; an open watch is shut down so the thread does not wait out its read timeout."""
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            _shutdown(response)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+            except _Stopped:
+                return
+            except _Gone:
+                log.info("%s: resourceVersion %s expired, re-listing", self.name, self.resource_version)
+                metrics.RELISTS.labels(self.name).inc()
+                need_list = True
+            except Exception as err:  # any failure must end in a retry, never in a dead thread
+                if self._stopping.is_set():
+                    return
+                metrics.RECONNECTS.labels(self.name).inc()
+                delay = self._next_backoff()
+                log.warning("%s: %s %s failed (%s); retrying in %.2fs", self.name,
+                            "LIST" if need_list else "WATCH", self.path, _summary(err), delay)
+                if self._stopping.wait(delay):
+                    return
+
+    def _next_backoff(self) -> float:
+        """Full-range jitter over an exponential step: spreads the workers' reconnects, never above max."""
+        step = min(self.backoff_max, self.backoff_initial * (2 ** min(self._failures, 30)))
+        self._failures += 1
+        return random.uniform(step / 2, step)
+
+    def _activity(self) -> None:
+        self.last_activity = time.monotonic()
+        metrics.LAST_ACTIVITY.labels(self.name).set(time.time())
+
+    def _count(self) -> None:
+        if hasattr(self.store, "__len__"):
+            metrics.OBJECTS.labels(self.name).set(len(self.store))  # type: ignore[arg-type]
+
+    def _list(self) -> None:
+        response = self._request({**self._selectors, "resourceVersion": ""}, self.read_timeout)
+        try:
+            body = json.loads(response.read())
+        finally:
+            self._response = None
+            response.release_conn()
+        if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+            raise ValueError("LIST answer has no items list")
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        if self._stopping.is_set():
+            raise _Stopped
+        self.store.replace(body["items"], version)
+        self.resource_version = version
+        self._failures = 0
+        self._activity()
+        self._count()
+        if not self._synced.is_set():
+            self._synced.set()
+            metrics.SYNCED.labels(self.name).set(1)
+            log.info("%s: synced %d objects at resourceVersion %s", self.name, len(body["items"]), version)
+
+    def _watch(self) -> None:
+        query = {
+            **self._selectors,
+            "watch": "1",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.timeout_seconds),
+        }
+        response = self._request(query, self.read_timeout)
+        self._activity()
+        try:
+            for line in _lines(response):
+                self._handle(line)
+                self._failures = 0
+        finally:
+            self._response = None
+            response.release_conn()
+        if self._stopping.is_set():
+            raise _Stopped
+        self._failures = 0
+        self._activity()  # the server ended the watch cleanly (timeoutSeconds): we were current until now
+
+    def _handle(self, line: bytes) -> None:
+        event = json.loads(line)
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"watch event {kind!r} without an object")
+        metrics.EVENTS.labels(self.name, str(kind)).inc()
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise _Gone
+            raise ApiStatusError(int(code or 0), str(obj.get("message") or "watch ERROR event"))
+        if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+            raise ValueError(f"unknown watch event type {kind!r}")
+        if kind != "BOOKMARK":
+            self.store.apply(kind, obj)
+            self._count()
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+        self._activity()
+
+    # -- HTTP -----------------------------------------------------------------------------------------
+    def _request(self, query: dict[str, str], read_timeout: float) -> urllib3.BaseHTTPResponse:
+        """GET path?query on the client's pool (its TLS and certificates), auth from its Configuration."""
+        if self._stopping.is_set():
+            raise _Stopped
+        config = self._client.configuration
+        headers = {"Accept": "application/json", **self._client.default_headers}
+        token = config.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        elif config.username or config.password:
+            headers.update(urllib3.make_headers(basic_auth=f"{config.username}:{config.password}"))
+        url = f"{config.host}{self.path}?{urlencode(query)}"
+        response = self._client.rest_client.pool_manager.request(
+            "GET", url, headers=headers, preload_content=False, retries=False,
+            timeout=urllib3.Timeout(connect=self.connect_timeout, read=read_timeout),
+        )
+        if response.status == 200:
+            self._response = response
+            return response
+        try:
+            raw = response.read()
+        finally:
+            response.release_conn()
+        message = _status_message(raw)
+        if response.status == 410:
+            raise _Gone
+        raise ApiStatusError(response.status, message)
+
+
+def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """JSON lines of a watch stream (an event may span chunks, a chunk may hold several events)."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
+
+def _status_message(raw: bytes) -> str:
+    try:
+        body: Any = json.loads(raw)
+    except ValueError:
+        return raw[:200].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return "(no message)"
+
+
+def _summary(err: Exception) -> str:
+    """One line, no request headers: urllib3 errors can be long and nested."""
+    if isinstance(err, urllib3.exceptions.ReadTimeoutError):
+        return "read timed out"
+    if isinstance(err, urllib3.exceptions.ProtocolError):
+        return "connection broken"
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}"[:300]
+
+
+def _shutdown(response: urllib3.BaseHTTPResponse) -> None:
+    """Unblock a reader on another thread (urllib3 >= 2.3 has shutdown(); close() is the fallback)."""
+    try:
+        if hasattr(response, "shutdown"):
+            response.shutdown()
+        else:
+            response.close()
+    except Exception:  # best effort: the thread is a daemon and also bounded by its read timeout
+        log.debug("could not shut down the watch response", exc_info=True)
