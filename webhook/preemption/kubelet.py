@@ -55,6 +55,7 @@ __all__ = [
     "Candidate",
     "NoVictims",
     "admit_pod",
+    "handle_admission_failure",
     "is_critical",
     "is_mirror_pod",
     "is_static_pod",
@@ -324,30 +325,66 @@ def admit_pod(
         for name in [n for n in request if is_extended_resource(n) and n not in allocatable]:
             del request[name]
         reasons = resource_reasons(request, allocatable, used) + non_resource_reasons(pod, node, active)
-        critical = is_critical(pod, critical_priority)
+        is_critical(pod, critical_priority)  # reads spec.priority and annotations: fail here, named
     except InvalidObject as err:
         raise InvalidObject(f"pod {describe(pod)}: {err}") from None
     if not reasons:
         return Admission(admit=True, fits=True, reasons=[], victims=[], error=None)
-    if not critical:
-        return Admission(False, False, reasons, [], None, rejection=_rejection(reasons))
-    non_resource = [r for r in reasons if not r.is_resource]
-    if non_resource:
-        return Admission(False, False, reasons, [], None, rejection=_rejection(non_resource))
-    reqs = [(r.resource or "", r.insufficient_amount) for r in reasons]
     candidates = [
         Candidate(other, view[0], qos_class(other), priority_of(other))
         for other, view in zip(active, views, strict=True)
         if not is_terminating(other)
     ]
+    handled = handle_admission_failure(
+        pod, candidates, reasons, order=order, critical_priority=critical_priority
+    )
+    if handled.error is not None:
+        rejection = (UNEXPECTED_ADMISSION_ERROR, RECOVER_ERROR + handled.error)
+        return Admission(False, False, reasons, [], handled.error, handled.requirements, rejection)
+    if handled.reasons:
+        return Admission(False, False, reasons, [], None, handled.requirements, _rejection(handled.reasons))
+    victims = [victim_summary(v) for v in handled.victims]
+    return Admission(True, False, reasons, victims, None, handled.requirements)
+
+
+@dataclass(frozen=True)
+class FailureHandling:
+    """`HandleAdmissionFailure`'s outcome: the reasons it returns, the victims it evicts, its error.
+
+    No reasons and no error means the pod is admitted (after the victims are gone).
+    """
+
+    reasons: list[Reason]
+    victims: list[Candidate]
+    error: str | None
+    requirements: Requirements
+
+
+def handle_admission_failure(
+    pod: Mapping[str, Any],
+    candidates: Sequence[Candidate],
+    failure_reasons: Sequence[Reason],
+    *,
+    order: str = ORDER_QOS,
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+) -> FailureHandling:
+    """`CriticalPodAdmissionHandler.HandleAdmissionFailure` on the active pods `candidates`.
+
+    Non-critical pod: the reasons unchanged. Any non-resource reason: only those come back and nothing
+    is evicted (the reported rejection reason changes, as upstream). Otherwise the insufficient amounts
+    become requirements, in reason order, and victims are chosen.
+    """
+    if not is_critical(pod, critical_priority):
+        return FailureHandling(list(failure_reasons), [], None, [])
+    non_resource = [r for r in failure_reasons if not r.is_resource]
+    if non_resource:
+        return FailureHandling(non_resource, [], None, [])
+    reqs = [(r.resource or "", r.insufficient_amount) for r in failure_reasons]
     try:
         victims = pods_to_preempt(pod, candidates, reqs, order=order, critical_priority=critical_priority)
     except NoVictims as err:
-        error = FIND_ERROR + str(err)
-        return Admission(
-            False, False, reasons, [], error, reqs, (UNEXPECTED_ADMISSION_ERROR, RECOVER_ERROR + error)
-        )
-    return Admission(True, False, reasons, [victim_summary(v) for v in victims], None, reqs)
+        return FailureHandling([], [], FIND_ERROR + str(err), reqs)
+    return FailureHandling([], victims, None, reqs)
 
 
 def _with_prefix(what: str, fn: Any, obj: Any) -> Any:
