@@ -23,9 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.preemption.pods import priority_of
 from webhook.sidecar import record as rec
-from webhook.sidecar.lifecycle import TERMINATING, holds_resources, is_static, lifecycle_state
-from webhook.sidecar.trigger import Rejection, priority_of, rejection
+from webhook.sidecar.lifecycle import (
+    TERMINAL_PHASES,
+    TERMINATED,
+    TERMINATING,
+    holds_resources,
+    is_static,
+    lifecycle_state,
+    phase,
+)
+from webhook.sidecar.trigger import Rejection, rejection
 
 Pod = Mapping[str, Any]
 DEFAULT_MAX_ROUNDS = 3
@@ -141,7 +150,7 @@ def _creation_key(pod: Pod) -> tuple[str, str, str]:
 
 def is_candidate(victim: Pod, preemptor_priority: int, settings: Settings, hints: Hints) -> bool:
     """May the sidecar evict `victim` for a preemptor of `preemptor_priority`? (the safety rules)"""
-    if lifecycle_state(victim) in (TERMINATING, "terminated") or uid(victim) in hints.evicting:
+    if lifecycle_state(victim) in (TERMINATING, TERMINATED) or uid(victim) in hints.evicting:
         return False
     if is_static(victim):
         return False
@@ -151,8 +160,15 @@ def is_candidate(victim: Pod, preemptor_priority: int, settings: Settings, hints
 
 
 def _neutralised(pod: Pod, priority: int) -> dict[str, Any]:
-    """A copy the module will not pick: critical, at the preemptor's priority (requests unchanged)."""
-    return {**pod, "spec": {**(pod.get("spec") or {}), "priority": priority}}
+    """A copy the module will not pick but whose requests still count as used.
+
+    Critical and at the preemptor's priority, so `Preemptable` is false; a pod in a terminal phase whose
+    containers still run (terminating) is shown as Running, since the module drops terminal pods.
+    """
+    copy: dict[str, Any] = {**pod, "spec": {**(pod.get("spec") or {}), "priority": priority}}
+    if lifecycle_state(pod) == TERMINATING and phase(pod) in TERMINAL_PHASES:
+        copy["status"] = {**(pod.get("status") or {}), "phase": "Running"}
+    return copy
 
 
 def _as_admitting(pod: Pod) -> dict[str, Any]:
@@ -258,9 +274,20 @@ def _evaluate(
             others.append(dict(other))
         else:
             others.append(_neutralised(other, fixed_priority))
-    admission = admit(
-        _as_admitting(pod), node, others, order=settings.order, critical_priority=settings.critical_priority
-    )
+    try:
+        admission = admit(
+            _as_admitting(pod),
+            node,
+            others,
+            order=settings.order,
+            critical_priority=settings.critical_priority,
+        )
+    except ValueError as err:  # an unreadable node or pod (the module names it): report, evict nothing
+        return (
+            _once(hints, pod, f"invalid/{key}/{err}", "Warning", "PreemptionFailed", f"Cannot decide: {err}"),
+            budget,
+            set(),
+        )
     resource = _first_resource(admission, r)
     if admission.error:
         return (
@@ -289,8 +316,13 @@ def _evaluate(
             budget,
             set(),
         )
-    victims = tuple(admission.victims)
-    stray = [ref(v) for v in victims if uid(v) not in candidates]
+    # The module names victims by summary ({namespace, name, uid, ...}); map them back to the view's pods.
+    victim_uids = [str(v.get("uid") or "") for v in admission.victims]
+    stray = [
+        f"{v.get('namespace')}/{v.get('name')}"
+        for v, u in zip(admission.victims, victim_uids, strict=True)
+        if u not in candidates
+    ]
     if stray:  # defence in depth: the module must never pick a protected pod
         return (
             _once(
@@ -304,7 +336,8 @@ def _evaluate(
             budget,
             set(),
         )
-    victims = tuple(_original(v, pods) for v in victims)
+    by_uid = {uid(p): p for p in pods}
+    victims = tuple(by_uid[u] for u in victim_uids)
     if not victims:
         if settings.dry_run:
             return [], budget, set()
@@ -355,13 +388,11 @@ def _evaluate(
     return actions, budget, chosen
 
 
-def _original(victim: Pod, pods: Sequence[Pod]) -> Pod:
-    wanted = uid(victim)
-    return next((p for p in pods if uid(p) == wanted), victim)
-
-
 def _first_resource(admission: Any, r: Rejection) -> str:
     """The kubelet labels its preemption metric with the first insufficient resource."""
+    for resource, _ in getattr(admission, "requirements", None) or ():
+        if resource:
+            return str(resource)
     for reason in admission.reasons or ():
         resource = getattr(reason, "resource", None)
         if resource:

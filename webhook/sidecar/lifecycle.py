@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION
+from webhook.preemption.pods import is_mirror_pod, is_static_pod
 
 DESIRED = "desired"
 ACTIVE = "active"
@@ -67,16 +67,9 @@ def holds_resources(pod: Mapping[str, Any]) -> bool:
     return lifecycle_state(pod) != TERMINATED
 
 
-def is_mirror(pod: Mapping[str, Any]) -> bool:
-    """The API shadow of a static pod (`kubernetes.io/config.mirror` present, any value)."""
-    return MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
-
-
 def is_static(pod: Mapping[str, Any]) -> bool:
-    """Static pods reach the API only as mirror pods; a config source other than "api" also counts."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    source = annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return is_mirror(pod) or (source is not None and source != "api")
+    """Static pods reach the API only as mirror pods; either mark makes a pod static here."""
+    return is_mirror_pod(pod) or is_static_pod(pod)
 
 
 def state_counts(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, bool], int]:

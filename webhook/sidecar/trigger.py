@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.preemption.pods import priority_of
 from webhook.sidecar.lifecycle import is_deleting, is_static, phase
 
 OUT_OF_PREFIX = "OutOf"
@@ -27,11 +28,6 @@ class Rejection:
     pod: Mapping[str, Any]
     reason: str
     resource: str | None
-
-
-def priority_of(pod: Mapping[str, Any]) -> int | None:
-    value = (pod.get("spec") or {}).get("priority")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def rejected_resource(reason: str) -> str | None:

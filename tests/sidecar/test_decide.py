@@ -1,0 +1,390 @@
+"""The sidecar's pure decisions, table-driven: trigger, victims, safety rules, record states, budget."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.sidecar.fixtures import node, pod, rejected
+from webhook.sidecar import record as rec
+from webhook.sidecar.decide import (
+    Announce,
+    DryRun,
+    Evict,
+    Hints,
+    Recreate,
+    Report,
+    Settings,
+    WriteRecord,
+    decide,
+)
+
+BASE = Settings(node_name="node-a")
+
+
+def v(name: str) -> rec.Victim:
+    return rec.Victim(uid=f"uid-{name}", namespace="default", name=name)
+
+
+def summary(actions: list[Any]) -> list[tuple[Any, ...]]:
+    """Actions as short tuples: what a reader of the table can check at a glance."""
+    out: list[tuple[Any, ...]] = []
+    for a in actions:
+        who = a.pod["metadata"]["name"]
+        if isinstance(a, WriteRecord):
+            out.append(("write", who, a.record.state, a.record.round, [x.name for x in a.record.victims]))
+        elif isinstance(a, Announce):
+            out.append(("announce", who, [x["metadata"]["name"] for x in a.victims], a.resource))
+        elif isinstance(a, Evict):
+            out.append(("evict", who, a.victim["metadata"]["name"], a.resource))
+        elif isinstance(a, DryRun):
+            out.append(("dry-run", who, [x["metadata"]["name"] for x in a.victims]))
+        elif isinstance(a, Report):
+            out.append(("report", who, a.reason))
+        elif isinstance(a, Recreate):
+            out.append(("recreate", who))
+    return out
+
+
+def preempt(who: str, victims: list[str], resource: str = "cpu", rnd: int = 1) -> list[tuple[Any, ...]]:
+    return [
+        ("write", who, "preempting", rnd, victims),
+        ("announce", who, victims, resource),
+        *[("evict", who, name, resource) for name in victims],
+    ]
+
+
+CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ...]]]] = [
+    ("nothing rejected", [pod("a", cpu="500m"), pod("b", cpu="400m")], BASE, Hints(), []),
+    (
+        "rejected critical pod: the lowest priority pod that frees enough",
+        [pod("low", cpu="500m", priority=0), pod("mid", cpu="500m", priority=100), rejected("crit")],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "priority order (default) spares a higher-priority burstable pod that qos order would take",
+        [pod("g", cpu="500m", limits=True, priority=0), pod("b", cpu="500m", priority=100), rejected("crit")],
+        BASE,
+        Hints(),
+        preempt("crit", ["g"]),
+    ),
+    (
+        "qos order (upstream) takes the burstable pod whatever its priority",
+        [pod("g", cpu="500m", limits=True, priority=0), pod("b", cpu="500m", priority=100), rejected("crit")],
+        replace(BASE, order="qos"),
+        Hints(),
+        preempt("crit", ["b"]),
+    ),
+    (
+        "UnexpectedAdmissionError (the kubelet's own preemption failed) is a trigger too",
+        [pod("low", cpu="600m"), rejected("crit", reason="UnexpectedAdmissionError")],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "memory shortfall: the metric label is the first insufficient resource",
+        [
+            pod("a", cpu="100m", memory="800Mi"),
+            rejected("crit", cpu="100m", memory="512Mi", reason="OutOfmemory"),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["a"], resource="memory"),
+    ),
+    (
+        "non-critical rejection is ignored",
+        [pod("low", cpu="600m"), rejected("x", priority=1000)],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "a lower --critical-priority makes the same pod a trigger",
+        [pod("low", cpu="600m"), rejected("x", priority=1000)],
+        replace(BASE, critical_priority=1000),
+        Hints(),
+        preempt("x", ["low"]),
+    ),
+    (
+        "non-resource rejection (NodeAffinity) is ignored",
+        [pod("low", cpu="600m"), rejected("crit", reason="NodeAffinity")],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "a rejected pod of another node is ignored",
+        [pod("low", cpu="600m"), rejected("crit", node_name="node-b")],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "a rejected pod that is being deleted is ignored",
+        [pod("low", cpu="600m"), rejected("crit", deleting=True)],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "a terminating pod is never a victim but its requests still count",
+        [pod("t", cpu="500m", deleting=True), pod("a", cpu="500m", priority=5), rejected("crit")],
+        BASE,
+        Hints(),
+        preempt("crit", ["a"]),
+    ),
+    (
+        "a victim whose eviction was just accepted is treated as terminating",
+        [pod("t", cpu="500m"), pod("a", cpu="500m", priority=5), rejected("crit")],
+        BASE,
+        Hints(evicting=frozenset({"uid-t"})),
+        preempt("crit", ["a"]),
+    ),
+    (
+        "mirror (static) pods are never victims",
+        [pod("static", cpu="1", mirror=True, priority=0), rejected("crit")],
+        BASE,
+        Hints(),
+        [("report", "crit", "PreemptionFailed")],
+    ),
+    (
+        "pods critical for the sidecar's threshold are never victims, even of lower priority",
+        [pod("c", cpu="1", priority=2000), rejected("x", priority=5000)],
+        replace(BASE, critical_priority=1000),
+        Hints(),
+        [("report", "x", "PreemptionFailed")],
+    ),
+    (
+        "a pod of equal priority is never a victim",
+        [pod("peer", cpu="1", priority=1000), rejected("x", priority=1000)],
+        replace(BASE, critical_priority=1000),
+        Hints(),
+        [("report", "x", "PreemptionFailed")],
+    ),
+    (
+        "the failure is reported once",
+        [pod("static", cpu="1", mirror=True), rejected("crit")],
+        BASE,
+        Hints(
+            reported=frozenset(
+                {
+                    "error/uid-crit/preemption: error finding a set of pods to preempt: "
+                    "no set of running pods found to reclaim resources: [(res: cpu, q: 500), ]"
+                }
+            )
+        ),
+        [],
+    ),
+    (
+        "it fits already (room was freed meanwhile): done, nothing evicted",
+        [pod("a", cpu="200m"), rejected("crit")],
+        BASE,
+        Hints(),
+        [("write", "crit", "done", 0, [])],
+    ),
+    (
+        "fits and --recreate-rejected: the controller-owned rejected pod is deleted",
+        [pod("a", cpu="200m"), rejected("crit", controller=True)],
+        replace(BASE, recreate_rejected=True),
+        Hints(),
+        [("write", "crit", "done", 0, []), ("recreate", "crit")],
+    ),
+    (
+        "--recreate-rejected leaves a pod without a controller alone",
+        [pod("a", cpu="200m"), rejected("crit")],
+        replace(BASE, recreate_rejected=True),
+        Hints(),
+        [("write", "crit", "done", 0, [])],
+    ),
+    (
+        "dry run: reports, writes and evicts nothing",
+        [pod("low", cpu="600m"), rejected("crit")],
+        replace(BASE, dry_run=True),
+        Hints(),
+        [("dry-run", "crit", ["low"])],
+    ),
+    (
+        "dry run reports once",
+        [pod("low", cpu="600m"), rejected("crit")],
+        replace(BASE, dry_run=True),
+        Hints(reported=frozenset({"dry-run/uid-crit/uid-low"})),
+        [],
+    ),
+    (
+        "the eviction budget caps evictions; the record still names every victim",
+        [pod("a", cpu="300m"), pod("b", cpu="300m", priority=5), rejected("crit", cpu="900m")],
+        BASE,
+        Hints(eviction_budget=1),
+        [
+            ("write", "crit", "preempting", 1, ["a", "b"]),
+            ("announce", "crit", ["a", "b"], "cpu"),
+            ("evict", "crit", "a", "cpu"),
+        ],
+    ),
+    (
+        "record preempting, victim still running: evict it (again), choose nobody new",
+        [
+            pod("a", cpu="600m"),
+            pod("b", cpu="100m"),
+            rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))),
+        ],
+        BASE,
+        Hints(),
+        [("evict", "crit", "a", "cpu")],
+    ),
+    (
+        "record preempting, victim backing off after a refusal: wait",
+        [pod("a", cpu="600m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(now=10.0, blocked_until={"uid-a": 12.0}),
+        [],
+    ),
+    (
+        "record preempting, backoff over: retry",
+        [pod("a", cpu="600m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(now=13.0, blocked_until={"uid-a": 12.0}),
+        [("evict", "crit", "a", "cpu")],
+    ),
+    (
+        "record preempting, victim terminating: wait for it, evict nothing",
+        [
+            pod("a", cpu="600m", deleting=True),
+            pod("b", cpu="600m"),
+            rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))),
+        ],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "record preempting, victim accepted for eviction but not yet shown terminating: wait",
+        [pod("a", cpu="600m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(evicting=frozenset({"uid-a"})),
+        [],
+    ),
+    (
+        "record preempting, victims gone and room made: done",
+        [pod("b", cpu="100m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(),
+        [("write", "crit", "done", 1, ["a"])],
+    ),
+    (
+        "record preempting, victim terminated (phase Failed, nothing running) counts as gone",
+        [
+            pod("a", cpu="600m", phase="Failed", running=False),
+            rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))),
+        ],
+        BASE,
+        Hints(),
+        [("write", "crit", "done", 1, ["a"])],
+    ),
+    (
+        "record preempting, victims gone but a new pod took the room: a second round",
+        [pod("new", cpu="900m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(),
+        preempt("crit", ["new"], rnd=2),
+    ),
+    (
+        "after max rounds: abandoned, reported",
+        [pod("new", cpu="900m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 3, "cpu", (v("a"),)))],
+        BASE,
+        Hints(),
+        [("write", "crit", "abandoned", 3, ["a"]), ("report", "crit", "PreemptionFailed")],
+    ),
+    (
+        "record done: nothing more",
+        [pod("low", cpu="600m"), rejected("crit", record=rec.Record(rec.DONE, 1, "cpu", (v("a"),)))],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "two rejected pods never share a victim",
+        [
+            pod("a", cpu="400m"),
+            pod("b", cpu="400m"),
+            rejected("first", cpu="300m", created="2026-01-01T00:00:01Z"),
+            rejected("second", cpu="300m", created="2026-01-01T00:00:02Z"),
+        ],
+        BASE,
+        Hints(),
+        # equal pods: the module's upstream tie-break (the last one scanned) gives "b" to the first
+        [*preempt("first", ["b"]), *preempt("second", ["a"])],
+    ),
+    (
+        "a victim of another pod's open preemption is not chosen again",
+        [
+            pod("a", cpu="600m"),
+            pod("b", cpu="400m"),
+            rejected("first", cpu="300m", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))),
+            rejected("second", cpu="300m"),
+        ],
+        BASE,
+        Hints(),
+        [("evict", "first", "a", "cpu"), *preempt("second", ["b"])],
+    ),
+    (
+        "an unreadable record is reported and nothing is evicted",
+        [pod("low", cpu="600m"), rejected("crit")],
+        BASE,
+        Hints(),
+        "BAD",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "settings", "hints", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_decide(pods, settings, hints, expected):
+    if expected == "BAD":
+        pods[-1]["metadata"]["annotations"][rec.ANNOTATION] = "{not json"
+        expected = [("report", "crit", "PreemptionSkipped")]
+    assert summary(decide(node(), pods, settings, hints)) == expected
+
+
+def test_unknown_node_decides_nothing():
+    assert decide(None, [pod("low", cpu="600m"), rejected("crit")], BASE, Hints()) == []
+
+
+def test_victims_are_the_view_objects():
+    """Evict actions carry the victim as the API served it (uid, resourceVersion) for the eviction call."""
+    low = pod("low", cpu="600m")
+    low["metadata"]["resourceVersion"] = "42"
+    actions = decide(node(), [low, rejected("crit")], BASE, Hints())
+    evicts = [a for a in actions if isinstance(a, Evict)]
+    assert [a.victim for a in evicts] == [low]
+
+
+def test_module_choosing_a_protected_pod_is_refused():
+    """Defence in depth: a victim list containing a protected pod is never acted on."""
+
+    class Admission:
+        admit, fits, error, requirements, reasons = True, False, None, [("cpu", 500)], []
+        victims = [{"uid": "uid-static", "namespace": "default", "name": "static"}]
+
+    actions = decide(
+        node(),
+        [pod("static", cpu="1", mirror=True), rejected("crit")],
+        BASE,
+        Hints(),
+        admit=lambda *a, **k: Admission(),
+    )
+    assert summary(actions) == [("report", "crit", "PreemptionFailed")]
+    assert "static" in actions[0].message
+
+
+def test_invalid_node_is_reported_not_raised():
+    bad = node(cpu="lots")
+    actions = decide(bad, [pod("low", cpu="600m"), rejected("crit")], BASE, Hints())
+    assert summary(actions) == [("report", "crit", "PreemptionFailed")]
+    assert "lots" in actions[0].message
