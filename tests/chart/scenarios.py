@@ -1,0 +1,82 @@
+"""Named values sets: the default, each certificate mode, and each option the chart offers."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def self_signed_ca_pem(common_name: str) -> bytes:
+    """A throwaway CA certificate, standing in for one an operator brings."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+# An operator's bundle during a rotation: the old and the new CA.
+PROVIDED_BUNDLE = base64.b64encode(self_signed_ca_pem("old-ca") + self_signed_ca_pem("new-ca")).decode()
+
+SIDECAR_ALL: dict[str, Any] = {"sidecar": {"enabled": True}}
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "cert-manager": {"certificates": {"mode": "certManager"}},
+    "cert-manager-issuer": {
+        "certificates": {
+            "mode": "certManager",
+            "certManager": {"issuerRef": {"name": "corporate-ca", "kind": "ClusterIssuer"}},
+        }
+    },
+    "provided": {
+        "certificates": {"mode": "provided", "provided": {"secretName": "my-webhook-tls", "caBundle": PROVIDED_BUNDLE}}
+    },
+    "sidecar": SIDECAR_ALL,
+    "sidecar-ignore-pdb": {
+        "sidecar": {"enabled": True, "ignorePdb": True, "dryRun": True, "criticalPriority": 1000000, "order": "priority"}
+    },
+    "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
+    "observability": {
+        "sidecar": {"enabled": True},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "networkPolicy": {
+            "enabled": True,
+            "apiServer": {"ports": [6443], "cidrs": ["10.0.0.1/32"]},
+            "webhookIngressFrom": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+        },
+        "grafanaDashboard": {"enabled": True, "namespace": "monitoring"},
+    },
+    "fail-open-and-tuned": {
+        "admission": {
+            "failurePolicy": "Ignore",
+            "priorityClassFailurePolicy": "Ignore",
+            "timeoutSeconds": 2,
+            "systemNamespaces": ["kube-system", "kube-node-lease"],
+            "excludedNamespaces": ["sandbox"],
+        },
+        "webhook": {
+            "replicas": 3,
+            "antiAffinity": "required",
+            "legacyCriticalAnnotation": False,
+            "preStopSleepSeconds": 0,
+        },
+        "image": {"repository": "registry.example/priority-webhook", "digest": "sha256:" + "ab" * 32},
+    },
+}

@@ -1,0 +1,99 @@
+"""Every values set renders, lints clean, and every object is valid against the Kubernetes 1.30 schemas."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from tests.chart.crd_schemas import SCHEMAS, validate_custom
+from tests.chart.rendering import CHART, KUBE_VERSION, NAMESPACE, Rendered
+from tests.chart.scenarios import SCENARIOS
+
+CUSTOM_KINDS = {kind for _, kind in SCHEMAS}
+WARNING = 2
+
+
+def validate(obj: dict[str, Any]) -> None:
+    if (obj["apiVersion"], obj["kind"]) in SCHEMAS:
+        validate_custom(obj)
+    else:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_object_is_valid_for_kubernetes_1_30(
+    scenario: str, rendered: Callable[[dict[str, Any]], Rendered]
+) -> None:
+    objects = rendered(SCENARIOS[scenario]).objects
+    assert len(objects) >= 8
+    for obj in objects:
+        try:
+            validate(obj)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as err:
+            path = ".".join(str(part) for part in err.path)
+            pytest.fail(f"{scenario}: {obj['kind']}/{obj['metadata']['name']}: {path}: {err.message}")
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_helm_lint_is_clean(scenario: str) -> None:
+    report = helm.lint(
+        CHART, SCENARIOS[scenario], strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}.0"
+    )
+    problems = [m for m in report["messages"] if m["severity"] >= WARNING]
+    assert report["errors"] == [] and problems == [], (report["errors"], problems)
+
+
+@pytest.mark.parametrize(
+    "kind, mutate",
+    [
+        ("Deployment", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(imagePullPolice="Always")),
+        ("MutatingWebhookConfiguration", lambda d: d["webhooks"][0].update(timeoutSeconds="5s")),
+        ("ClusterRole", lambda d: d["rules"][0].update(verb=["get"])),
+    ],
+)
+def test_the_validator_rejects_what_the_api_server_would(
+    kind: str, mutate: Callable[[dict[str, Any]], None], rendered: Callable[[dict[str, Any]], Rendered]
+) -> None:
+    """The validation above can fail: a misspelt field or a bad enum value is caught."""
+    obj = copy.deepcopy(rendered({}).of_kind(kind)[0])
+    mutate(obj)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(obj)
+
+
+def test_custom_resource_schemas_reject_unknown_fields(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
+    certificate = copy.deepcopy(rendered(SCENARIOS["cert-manager"]).one("Certificate", "pw-priority-webhook-tls"))
+    certificate["spec"]["dnsName"] = ["typo"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(certificate)
+
+
+def test_custom_kinds_appear_only_when_asked_for(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
+    assert not rendered({}).kinds() & CUSTOM_KINDS
+    assert rendered(SCENARIOS["cert-manager"]).kinds() & CUSTOM_KINDS == {"Issuer", "Certificate"}
+    assert rendered(SCENARIOS["cert-manager-issuer"]).kinds() & CUSTOM_KINDS == {"Certificate"}
+    assert rendered(SCENARIOS["observability"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor"}
+
+
+def test_default_install_renders_exactly_the_core_objects(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in rendered({}).objects)
+    assert kinds == sorted(
+        f"{kind}/pw-priority-webhook{suffix}"
+        for kind, suffix in [
+            ("ServiceAccount", ""),
+            ("ClusterRole", ""),
+            ("ClusterRoleBinding", ""),
+            ("Service", ""),
+            ("Deployment", ""),
+            ("PodDisruptionBudget", ""),
+            ("Secret", "-tls"),
+            ("MutatingWebhookConfiguration", ""),
+            ("ValidatingWebhookConfiguration", ""),
+        ]
+    )
