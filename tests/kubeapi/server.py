@@ -110,7 +110,8 @@ class KubeAPIServer:
         handler = type("Handler", (_Handler,), {"api": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="kubeapi", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="kubeapi",
+                                        daemon=True)
         self._thread.start()
         return self
 
