@@ -102,6 +102,9 @@ def webhook_server(
             serve_command(port, cert_dir, args), cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT
         )
     session = requests.Session()
+    # Loopback with our CA only: no proxy, and no REQUESTS_CA_BUNDLE overriding `verify` (requests lets
+    # that variable win over a session's own setting).
+    session.trust_env = False
     session.verify = str(cert_dir / tls.CA_CERT)
     url = f"https://127.0.0.1:{port}"
     server = WebhookServer(

@@ -1,0 +1,264 @@
+"""The real server: `python -m webhook serve` under gunicorn (2 workers), over real TLS, as a client sees it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import requests
+
+from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
+from tests.support.server import WebhookServer, webhook_server
+from tests.support.wait import wait_for
+from webhook.server.app import MAX_BODY_BYTES
+
+
+@pytest.fixture(scope="module")
+def metrics_parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("metrics")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, metrics_parent: Path) -> Iterator[WebhookServer]:
+    tmp = tmp_path_factory.mktemp("server")
+    with webhook_server(tmp, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_parent)}) as running:
+        yield running
+
+
+def tls_client(server: WebhookServer) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(server.ca_file))
+
+
+def https(server: WebhookServer, host: str = "127.0.0.1", **kwargs: Any) -> http.client.HTTPSConnection:
+    return http.client.HTTPSConnection(host, server.port, context=tls_client(server), timeout=10, **kwargs)
+
+
+def raw_tls(server: WebhookServer, context: ssl.SSLContext | None = None) -> ssl.SSLSocket:
+    sock = socket.create_connection((server.host, server.port), timeout=10)
+    return (context or tls_client(server)).wrap_socket(sock, server_hostname="localhost")
+
+
+def read_response(sock: ssl.SSLSocket) -> tuple[int, dict[str, str], bytes]:
+    response = http.client.HTTPResponse(sock)  # type: ignore[arg-type]
+    response.begin()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+
+
+# -- TLS --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_chain_and_hostname_verify_with_our_ca(server: WebhookServer, host: str) -> None:
+    conn = https(server, host)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().status == 200
+    assert conn.sock.version() in ("TLSv1.2", "TLSv1.3")
+
+
+def test_verification_fails_without_our_ca_or_with_another_name(server: WebhookServer) -> None:
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url + "/healthz", timeout=5)  # system roots only
+    with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+        sock = socket.create_connection((server.host, server.port), timeout=5)
+        tls_client(server).wrap_socket(sock, server_hostname="evil.example").close()
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1:DeprecationWarning")
+def test_tls_1_1_is_refused_and_1_2_accepted(server: WebhookServer) -> None:
+    old = tls_client(server)
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")
+    old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
+    with pytest.raises(ssl.SSLError, match=r"(?i)protocol version"):  # the server's alert
+        raw_tls(server, old).close()
+    v12 = tls_client(server)
+    v12.maximum_version = ssl.TLSVersion.TLSv1_2
+    with raw_tls(server, v12) as sock:
+        assert sock.version() == "TLSv1.2"
+
+
+# -- reviews ----------------------------------------------------------------------------------------------
+
+
+def test_mutate_patch_gives_the_expected_pod(server: WebhookServer) -> None:
+    obj = pod(class_name="batch")
+    resp = server.review("/mutate", review(obj, uid="uid-42"))
+    assert resp.status_code == 200 and resp.headers["Content-Type"] == "application/json"
+    body = resp.json()
+    assert body["apiVersion"] == "admission.k8s.io/v1" and body["response"]["uid"] == "uid-42"
+    mutated = jsonpatch.apply_patch(obj, patch_ops(body))
+    assert mutated["spec"] == {**obj["spec"], "priority": 100, "preemptionPolicy": "Never"}
+
+
+def test_v1beta1_review_is_answered_in_v1beta1(server: WebhookServer) -> None:
+    body = server.review("/mutate", review(pod(), version="admission.k8s.io/v1beta1", uid="old")).json()
+    assert body["apiVersion"] == "admission.k8s.io/v1beta1" and body["response"]["uid"] == "old"
+    assert body["response"]["allowed"] is True
+
+
+def test_denials_are_403_forbidden_with_the_upstream_message(server: WebhookServer) -> None:
+    mutate = server.review("/mutate", review(pod(class_name="high", priority=7))).json()["response"]
+    assert mutate["allowed"] is False and mutate["status"]["code"] == 403
+    assert mutate["status"]["reason"] == "Forbidden"
+    assert mutate["status"]["message"].startswith(
+        'pods "web" is forbidden: the integer value of priority (7)'
+    )
+    delete = server.review(
+        "/validate",
+        review(None, operation="DELETE", gvr=PC_GVR, old=priority_class("system-node-critical", 1)),
+    ).json()["response"]
+    assert delete["allowed"] is False and "cannot be deleted" in delete["status"]["message"]
+
+
+def test_validate_allows_the_mutated_pod(server: WebhookServer) -> None:
+    obj = pod(class_name="high")
+    mutated = jsonpatch.apply_patch(obj, patch_ops(server.review("/mutate", review(obj)).json()))
+    resp = server.review("/validate", review(mutated)).json()["response"]
+    assert resp["allowed"] is True and "patch" not in resp
+
+
+@pytest.mark.parametrize(
+    ("headers", "data", "error"),
+    [
+        ({"Content-Type": "application/json"}, b"nope", "body: not valid JSON"),
+        ({"Content-Type": "text/plain"}, b"{}", "Content-Type: must be application/json"),
+        (
+            {"Content-Type": "application/json"},
+            json.dumps({**review(pod()), "request": {**review(pod())["request"], "uid": None}}).encode(),
+            "request.uid:",
+        ),
+    ],
+)
+def test_malformed_body_is_400(
+    server: WebhookServer, headers: dict[str, str], data: bytes, error: str
+) -> None:
+    resp = server.session.post(server.url + "/validate", data=data, headers=headers, timeout=10)
+    assert resp.status_code == 400 and resp.json()["error"].startswith(error)
+
+
+def test_wrong_method_is_405(server: WebhookServer) -> None:
+    resp = server.session.get(server.url + "/mutate", timeout=10)
+    assert resp.status_code == 405 and resp.headers["Allow"] and "error" in resp.json()
+
+
+def test_declared_oversized_body_is_refused_before_it_is_sent(server: WebhookServer) -> None:
+    with raw_tls(server) as sock:
+        sock.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n{" % (100 * 1024 * 1024)
+        )
+        status, _, body = read_response(sock)  # we never send the other 100 MiB
+    assert status == 400
+    assert (
+        json.loads(body)["error"]
+        == f"body: {100 * 1024 * 1024} bytes is over the {MAX_BODY_BYTES}-byte limit"
+    )
+
+
+def test_chunked_body_is_cut_at_the_limit(server: WebhookServer) -> None:
+    with raw_tls(server) as sock:
+        sock.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(MAX_BODY_BYTES // len(chunk)):
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        # 64 KiB over, and no terminating chunk: the server must answer without waiting for the end (gunicorn
+        # reads chunked bodies in 1 KiB blocks, so a single byte over would leave it waiting for more).
+        sock.sendall(b"%x\r\n%s\r\n" % (65536, b"x" * 65536))
+        status, _, body = read_response(sock)
+    assert status == 400 and json.loads(body)["error"] == f"body: over the {MAX_BODY_BYTES}-byte limit"
+
+
+def test_chunked_body_under_the_limit_is_answered(server: WebhookServer) -> None:
+    data = json.dumps(review(pod(), uid="chunky")).encode()
+    resp = server.session.post(
+        server.url + "/mutate",
+        data=iter([data[:10], data[10:]]),  # a generator body goes out chunked
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert resp.status_code == 200 and resp.json()["response"]["uid"] == "chunky"
+
+
+def test_connections_are_kept_alive(server: WebhookServer) -> None:
+    conn = https(server)
+    sockets = set()
+    for i in range(3):
+        conn.request(
+            "POST", "/mutate", json.dumps(review(pod(), uid=f"k{i}")), {"Content-Type": "application/json"}
+        )
+        resp = conn.getresponse()
+        assert json.loads(resp.read())["response"]["uid"] == f"k{i}"
+        assert resp.getheader("Connection", "keep-alive").lower() == "keep-alive"
+        sockets.add(id(conn.sock))
+    assert len(sockets) == 1  # one TLS handshake for all three reviews
+    conn.close()
+
+
+# -- probes, metrics, logs -------------------------------------------------------------------------------
+
+
+def test_readyz_with_the_static_store(server: WebhookServer) -> None:
+    assert server.session.get(server.url + "/readyz", timeout=5).status_code == 200
+
+
+def admission_total(text: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("priority_webhook_admission_requests_total{") and all(
+            f'{k}="{v}"' in line for k, v in labels.items()
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_add_up_across_workers(server: WebhookServer, metrics_parent: Path) -> None:
+    (metrics_dir,) = list(metrics_parent.iterdir())
+
+    def scrape() -> str:
+        # a fresh connection each time: any worker may answer, and each must report the sum
+        return requests.get(server.url + "/metrics", verify=str(server.ca_file), timeout=5).text
+
+    def pids_with_counters() -> set[str]:
+        return {p.stem.split("_")[-1] for p in metrics_dir.glob("counter_*.db")}
+
+    before = admission_total(scrape(), webhook="validate", resource="pods", result="denied")
+    sent = 0
+
+    def one_more_review_reaches_both_workers() -> bool:
+        nonlocal sent
+        obj = pod(class_name="high", priority=1, preemptionPolicy="PreemptLowerPriority")
+        resp = requests.post(
+            server.url + "/validate", json=review(obj), verify=str(server.ca_file), timeout=5
+        )
+        assert resp.json()["response"]["allowed"] is False
+        sent += 1
+        return sent >= 4 and len(pids_with_counters()) >= 2
+
+    wait_for(
+        one_more_review_reaches_both_workers, timeout=20, interval=0, what="both workers to answer reviews"
+    )
+    for _ in range(4):
+        after = admission_total(scrape(), webhook="validate", resource="pods", result="denied")
+        assert after - before == sent
+    histogram = [
+        line
+        for line in scrape().splitlines()
+        if line.startswith("priority_webhook_admission_duration_seconds_count{")
+    ]
+    assert histogram
+
+
+def test_no_access_log_by_default(server: WebhookServer) -> None:
+    server.review("/mutate", review(pod(name="log-probe")))
+    log = server.log()
+    assert "Booting worker" in log
+    assert "POST /mutate" not in log and "log-probe" not in log
