@@ -13,12 +13,19 @@ import jsonschema
 
 
 def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required or [], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or [],
+        "additionalProperties": False,
+    }
 
 
 _STR = {"type": "string", "minLength": 1}
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
-_METADATA = _obj({"name": _STR, "namespace": _STR, "labels": _LABELS, "annotations": _LABELS}, ["name", "namespace"])
+_METADATA = _obj(
+    {"name": _STR, "namespace": _STR, "labels": _LABELS, "annotations": _LABELS}, ["name", "namespace"]
+)
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"}
 _ISSUER_REF = _obj({"name": _STR, "kind": {"enum": ["Issuer", "ClusterIssuer"]}, "group": _STR}, ["name"])
 _SELECTOR = _obj({"matchLabels": _LABELS})
@@ -65,7 +72,9 @@ SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
                 ),
                 "usages": {
                     "type": "array",
-                    "items": {"enum": ["server auth", "client auth", "digital signature", "key encipherment"]},
+                    "items": {
+                        "enum": ["server auth", "client auth", "digital signature", "key encipherment"]
+                    },
                 },
                 "issuerRef": _ISSUER_REF,
             },
@@ -114,7 +123,9 @@ SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
                 "podMetricsEndpoints": {
                     "type": "array",
                     "minItems": 1,
-                    "items": _obj({"port": _STR, "path": _STR, "interval": _STR, "scrapeTimeout": _STR}, ["port"]),
+                    "items": _obj(
+                        {"port": _STR, "path": _STR, "interval": _STR, "scrapeTimeout": _STR}, ["port"]
+                    ),
                 },
             },
             ["selector", "podMetricsEndpoints"],

@@ -30,14 +30,18 @@ class Rendered:
 
     def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
         found = [obj for obj in self.of_kind(kind) if name is None or obj["metadata"]["name"] == name]
-        assert len(found) == 1, f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in found]}"
+        assert len(found) == 1, (
+            f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in found]}"
+        )
         return found[0]
 
     def kinds(self) -> set[str]:
         return {obj["kind"] for obj in self.objects}
 
 
-def render(chart: helm.Chart, values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE) -> Rendered:
+def render(
+    chart: helm.Chart, values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE
+) -> Rendered:
     manifests = chart.render(values or {}, name=RELEASE, namespace=namespace, is_install=True)
     objects: list[dict[str, Any]] = []
     notes = ""

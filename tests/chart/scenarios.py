@@ -46,11 +46,20 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         }
     },
     "provided": {
-        "certificates": {"mode": "provided", "provided": {"secretName": "my-webhook-tls", "caBundle": PROVIDED_BUNDLE}}
+        "certificates": {
+            "mode": "provided",
+            "provided": {"secretName": "my-webhook-tls", "caBundle": PROVIDED_BUNDLE},
+        }
     },
     "sidecar": SIDECAR_ALL,
     "sidecar-ignore-pdb": {
-        "sidecar": {"enabled": True, "ignorePdb": True, "dryRun": True, "criticalPriority": 1000000, "order": "priority"}
+        "sidecar": {
+            "enabled": True,
+            "ignorePdb": True,
+            "dryRun": True,
+            "criticalPriority": 1000000,
+            "order": "priority",
+        }
     },
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
     "observability": {

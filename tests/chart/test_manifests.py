@@ -52,7 +52,10 @@ def test_helm_lint_is_clean(scenario: str) -> None:
 @pytest.mark.parametrize(
     "kind, mutate",
     [
-        ("Deployment", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(imagePullPolice="Always")),
+        (
+            "Deployment",
+            lambda d: d["spec"]["template"]["spec"]["containers"][0].update(imagePullPolice="Always"),
+        ),
         ("MutatingWebhookConfiguration", lambda d: d["webhooks"][0].update(timeoutSeconds="5s")),
         ("ClusterRole", lambda d: d["rules"][0].update(verb=["get"])),
     ],
@@ -67,8 +70,12 @@ def test_the_validator_rejects_what_the_api_server_would(
         validate(obj)
 
 
-def test_custom_resource_schemas_reject_unknown_fields(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
-    certificate = copy.deepcopy(rendered(SCENARIOS["cert-manager"]).one("Certificate", "pw-priority-webhook-tls"))
+def test_custom_resource_schemas_reject_unknown_fields(
+    rendered: Callable[[dict[str, Any]], Rendered],
+) -> None:
+    certificate = copy.deepcopy(
+        rendered(SCENARIOS["cert-manager"]).one("Certificate", "pw-priority-webhook-tls")
+    )
     certificate["spec"]["dnsName"] = ["typo"]
     with pytest.raises(jsonschema.ValidationError):
         validate(certificate)
@@ -81,7 +88,9 @@ def test_custom_kinds_appear_only_when_asked_for(rendered: Callable[[dict[str, A
     assert rendered(SCENARIOS["observability"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor"}
 
 
-def test_default_install_renders_exactly_the_core_objects(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
+def test_default_install_renders_exactly_the_core_objects(
+    rendered: Callable[[dict[str, Any]], Rendered],
+) -> None:
     kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in rendered({}).objects)
     assert kinds == sorted(
         f"{kind}/pw-priority-webhook{suffix}"

@@ -37,7 +37,8 @@ def called_for_pod(r: Rendered, kind: str, namespace: str, operation: str) -> li
     return [
         hook
         for hook in r.one(kind, FULLNAME)["webhooks"]
-        if covers(hook, "", "pods", operation) and matches(hook.get("namespaceSelector"), namespace_labels(namespace))
+        if covers(hook, "", "pods", operation)
+        and matches(hook.get("namespaceSelector"), namespace_labels(namespace))
     ]
 
 
@@ -75,11 +76,13 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
             assert "*" not in rule["apiGroups"] and "*" not in rule["operations"]
             assert rule["apiVersions"] == ["v1"]
     mutating = r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]
-    assert {(tuple(rule["resources"]), tuple(rule["operations"])) for h in mutating for rule in h["rules"]} == {
-        (("pods",), ("CREATE", "UPDATE"))
-    }
+    assert {
+        (tuple(rule["resources"]), tuple(rule["operations"])) for h in mutating for rule in h["rules"]
+    } == {(("pods",), ("CREATE", "UPDATE"))}
     validating = r.one("ValidatingWebhookConfiguration", FULLNAME)["webhooks"]
-    assert {(tuple(rule["resources"]), tuple(rule["operations"])) for h in validating for rule in h["rules"]} == {
+    assert {
+        (tuple(rule["resources"]), tuple(rule["operations"])) for h in validating for rule in h["rules"]
+    } == {
         (("priorityclasses",), ("CREATE", "UPDATE", "DELETE")),
         (("pods",), ("CREATE",)),
     }
@@ -137,7 +140,11 @@ def test_priorityclasses_have_exactly_one_cluster_scoped_entry(scenario: str, re
     values = SCENARIOS[scenario]
     r = rendered(values)
     for operation in ("CREATE", "UPDATE", "DELETE"):
-        called = [(kind, h) for kind, h in entries(r) if covers(h, "scheduling.k8s.io", "priorityclasses", operation)]
+        called = [
+            (kind, h)
+            for kind, h in entries(r)
+            if covers(h, "scheduling.k8s.io", "priorityclasses", operation)
+        ]
         assert len(called) == 1
         kind, hook = called[0]
         assert kind == "ValidatingWebhookConfiguration"

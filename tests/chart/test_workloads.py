@@ -1,0 +1,197 @@
+"""The webhook Deployment and the sidecar DaemonSet: availability, probes, wiring and hardening."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
+from tests.chart.scenarios import SCENARIOS
+from tests.chart.selectors import matches
+
+Render = Callable[[dict[str, Any]], Rendered]
+SIDECAR = f"{FULLNAME}-sidecar"
+
+
+def pod_templates(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
+    return [(o["kind"], o["spec"]["template"]) for o in r.objects if o["kind"] in ("Deployment", "DaemonSet")]
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def port_number(c: dict[str, Any], name: str) -> int:
+    return next(p["containerPort"] for p in c["ports"] if p["name"] == name)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_pod_is_hardened(scenario: str, rendered: Render) -> None:
+    templates = pod_templates(rendered(SCENARIOS[scenario]))
+    assert templates
+    for kind, template in templates:
+        spec = template["spec"]
+        pod_sc = spec["securityContext"]
+        assert pod_sc["runAsNonRoot"] is True
+        assert isinstance(pod_sc["runAsUser"], int) and pod_sc["runAsUser"] > 0
+        assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")), kind
+        assert all("hostPath" not in v for v in spec.get("volumes", [])), kind
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True and sc["runAsUser"] > 0
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["privileged"] is False
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["capabilities"] == {"drop": ["ALL"]}
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+            assert c["resources"]["limits"]["memory"]
+            # A read-only root needs a writable temp dir (multiprocess metrics live there).
+            tmp = next(m for m in c["volumeMounts"] if m["mountPath"] == "/tmp")
+            volume = next(v for v in spec["volumes"] if v["name"] == tmp["name"])
+            assert "emptyDir" in volume and not tmp.get("readOnly")
+            assert {"name": "TMPDIR", "value": "/tmp"} in c["env"]
+
+
+def test_webhook_deployment_is_highly_available(rendered: Render) -> None:
+    r = rendered({})
+    deployment = r.one("Deployment", FULLNAME)
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = spec["template"]
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+    pod_labels = pod["metadata"]["labels"]
+    assert matches(spec["selector"], pod_labels)
+    term = pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert matches(term["podAffinityTerm"]["labelSelector"], pod_labels)
+    pdb = r.one("PodDisruptionBudget", FULLNAME)
+    assert pdb["spec"]["minAvailable"] == 1 < spec["replicas"], "a drain must be able to proceed"
+    assert matches(pdb["spec"]["selector"], pod_labels)
+
+
+def test_tuned_deployment_requires_spreading_and_pins_the_image(rendered: Render) -> None:
+    deployment = rendered(SCENARIOS["fail-open-and-tuned"]).one("Deployment", FULLNAME)
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 3
+    required = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert matches(required[0]["labelSelector"], pod["metadata"]["labels"])
+    c = container(deployment)
+    assert c["image"] == "registry.example/priority-webhook@sha256:" + "ab" * 32
+    assert "--no-legacy-critical-annotation" in c["args"]
+    assert "lifecycle" not in c
+
+
+def test_pdb_and_sidecar_select_disjoint_pods(rendered: Render) -> None:
+    r = rendered(SCENARIOS["sidecar"])
+    sidecar_labels = r.one("DaemonSet", SIDECAR)["spec"]["template"]["metadata"]["labels"]
+    webhook_labels = r.one("Deployment", FULLNAME)["spec"]["template"]["metadata"]["labels"]
+    assert not matches(r.one("PodDisruptionBudget", FULLNAME)["spec"]["selector"], sidecar_labels)
+    assert not matches({"matchLabels": r.one("Service", FULLNAME)["spec"]["selector"]}, sidecar_labels)
+    assert not matches(r.one("DaemonSet", SIDECAR)["spec"]["selector"], webhook_labels)
+
+
+def test_webhook_container_serves_the_contract(rendered: Render) -> None:
+    r = rendered({})
+    deployment = r.one("Deployment", FULLNAME)
+    c = container(deployment)
+    assert c["image"] == "priority-webhook:0.1.0"
+    tls_mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
+    assert tls_mount["readOnly"] is True and "subPath" not in tls_mount, "subPath mounts never see rotation"
+    assert c["args"] == [
+        "serve",
+        "--bind=0.0.0.0:8443",
+        f"--cert-dir={tls_mount['mountPath']}",
+        "--in-cluster",
+        "--workers=2",
+        "--threads=4",
+    ]
+    assert port_number(c, "https") == 8443
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
+    grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > c["lifecycle"]["preStop"]["sleep"]["seconds"]
+    service = r.one("Service", FULLNAME)
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+    assert matches(
+        {"matchLabels": service["spec"]["selector"]}, deployment["spec"]["template"]["metadata"]["labels"]
+    )
+
+
+@pytest.mark.parametrize(
+    "scenario, secret",
+    [("default", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
+)
+def test_webhook_mounts_the_secret_of_its_certificate_mode(
+    scenario: str, secret: str, rendered: Render
+) -> None:
+    volumes = rendered(SCENARIOS[scenario]).one("Deployment", FULLNAME)["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "tls")["secret"]["secretName"] == secret
+
+
+def test_sidecar_is_off_by_default(rendered: Render) -> None:
+    r = rendered({})
+    assert r.of_kind("DaemonSet") == []
+    assert [sa["metadata"]["name"] for sa in r.of_kind("ServiceAccount")] == [FULLNAME]
+
+
+def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
+    r = rendered(SCENARIOS["sidecar"])
+    daemonset = r.one("DaemonSet", SIDECAR)
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"operator": "Exists"}], "tolerates every taint, NoExecute included"
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert (
+        pod["serviceAccountName"]
+        == SIDECAR
+        != r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]["serviceAccountName"]
+    )
+    r.one("ServiceAccount", SIDECAR)
+    c = container(daemonset)
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
+    assert c["args"][:3] == ["sidecar", "--node=$(NODE_NAME)", "--in-cluster"]
+    assert "--bind=0.0.0.0:9090" in c["args"] and port_number(c, "metrics") == 9090
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+
+
+SIDECAR_FLAGS = [
+    ("sidecar", {"--order=qos"}),
+    ("sidecar-ignore-pdb", {"--order=priority", "--dry-run", "--critical-priority=1000000", "--ignore-pdb"}),
+    ("sidecar-recreate-rejected", {"--order=qos", "--recreate-rejected"}),
+]
+
+
+@pytest.mark.parametrize("scenario, flags", SIDECAR_FLAGS)
+def test_sidecar_values_map_to_flags(scenario: str, flags: set[str], rendered: Render) -> None:
+    args = container(rendered(SCENARIOS[scenario]).one("DaemonSet", SIDECAR))["args"]
+    fixed = {"sidecar", "--node=$(NODE_NAME)", "--in-cluster", "--bind=0.0.0.0:9090"}
+    assert set(args) == fixed | flags
+    assert len(args) == len(set(args))
+
+
+def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
+    r = rendered(SCENARIOS["observability"])
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    for obj in r.objects:
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"]
+        elif obj["kind"] == "ConfigMap":
+            assert obj["metadata"]["namespace"] == "monitoring"
+        else:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
