@@ -112,13 +112,14 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
         "--in-cluster",
         "--workers=2",
         "--threads=4",
+        "--graceful-timeout=20",
     ]
     assert port_number(c, "https") == 8443
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
     assert c["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > c["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert grace == 30 == c["lifecycle"]["preStop"]["sleep"]["seconds"] + 20 + 5, "drain ends before SIGKILL"
     service = r.one("Service", FULLNAME)
     assert service["spec"]["ports"] == [
         {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
