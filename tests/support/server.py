@@ -114,6 +114,8 @@ def webhook_server(
     def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.log()}")
+        if not server.ca_file.exists():  # the server generates a development certificate on its first start
+            return False
         try:
             return session.get(url + "/healthz", timeout=2).status_code == 200
         except requests.ConnectionError:

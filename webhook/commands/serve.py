@@ -78,10 +78,6 @@ def check_bind(bind: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-    )
     spec = StoreSpec(tuple(args.classes), args.kubeconfig, args.in_cluster)
     if spec.cluster and spec.classes:
         raise InputError(
@@ -100,10 +96,14 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
     )
     master_store = _check_store(spec)
-    tls = _tls(args.cert_dir)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
+    )
+    certificate = _tls(args.cert_dir)
     with metrics_dir() as path:
         log.info("metrics directory %s", path)
-        WebhookApplication(settings, tls, master_store).run()
+        WebhookApplication(settings, certificate, master_store).run()
     return 0
 
 
