@@ -82,8 +82,12 @@ def test_pdb_refusal_is_retried_with_backoff_and_reported(cluster, sidecar):
     assert not deleting(cluster, "web")
     attempt = next(a for a in cluster.evictions.attempts if a.status == 429)
     assert attempt.body["kind"] == "Eviction" and attempt.body["apiVersion"] == "policy/v1"
-    assert (
-        sample("priority_webhook_sidecar_eviction_failures_total", reason="TooManyRequests") >= failures + 3
+    wait_for(
+        lambda: (
+            sample("priority_webhook_sidecar_eviction_failures_total", reason="TooManyRequests")
+            >= failures + 3
+        ),
+        what="refusals counted",
     )
     (reported,) = cluster.events("crit", "EvictionFailed")
     assert "default/web" in reported["message"] and "disruption budget" in reported["message"]
