@@ -40,9 +40,13 @@ class Rendered:
 
 
 def render(
-    chart: helm.Chart, values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE
+    chart: helm.Chart,
+    values: dict[str, Any] | None = None,
+    *,
+    namespace: str = NAMESPACE,
+    release: str = RELEASE,
 ) -> Rendered:
-    manifests = chart.render(values or {}, name=RELEASE, namespace=namespace, is_install=True)
+    manifests = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
     objects: list[dict[str, Any]] = []
     notes = ""
     sources: dict[str, str] = {}

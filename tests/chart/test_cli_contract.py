@@ -6,10 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import pytest
 
-from tests.chart.rendering import FULLNAME, Rendered, render
+from tests.chart.rendering import FULLNAME, Rendered
 from tests.chart.scenarios import SCENARIOS
 from webhook.cli import build_parser
 
@@ -48,9 +47,3 @@ def test_sidecar_arguments_parse(scenario: str, rendered: Render) -> None:
     assert args.recreate_rejected is values.get("recreateRejected", False)
     if "criticalPriority" in values:
         assert args.critical_priority == values["criticalPriority"]
-
-
-def test_a_stop_budget_without_drain_time_is_refused(chart: helm.Chart) -> None:
-    values = {"webhook": {"terminationGracePeriodSeconds": 10, "preStopSleepSeconds": 5}}
-    with pytest.raises(helm.HelmRenderError, match=r"must exceed webhook\.preStopSleepSeconds"):
-        render(chart, values)

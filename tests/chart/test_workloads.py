@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import helm_python as helm
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
+from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches
 
@@ -196,3 +197,15 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
             assert obj["metadata"]["namespace"] == "monitoring"
         else:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
+
+
+def test_a_stop_budget_without_drain_time_is_refused(chart: helm.Chart) -> None:
+    values = {"webhook": {"terminationGracePeriodSeconds": 10, "preStopSleepSeconds": 5}}
+    with pytest.raises(helm.HelmRenderError, match=r"must exceed webhook\.preStopSleepSeconds"):
+        render(chart, values)
+
+
+def test_a_pdb_that_blocks_every_drain_is_refused(chart: helm.Chart) -> None:
+    values = {"webhook": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 2}}}
+    with pytest.raises(helm.HelmRenderError, match="or no node could ever be drained"):
+        render(chart, values)
