@@ -17,6 +17,19 @@ FULLNAME = "pw-priority-webhook"
 KUBE_VERSION = "1.30"
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """Rejects a key given twice in one mapping, as the API server's strict decoding (and kubectl) do."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key_node, deep=deep) for key_node, _ in node.value]
+        duplicates = {key for key in keys if keys.count(key) > 1}
+        if duplicates:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate keys {sorted(duplicates)}", node.start_mark
+            )
+        return super().construct_mapping(node, deep=deep)
+
+
 @dataclass
 class Rendered:
     """Every object one render produced, plus NOTES.txt, with lookups by kind and name."""
@@ -54,7 +67,7 @@ def render(
         if path.endswith("NOTES.txt"):
             notes = text
             continue
-        for doc in yaml.safe_load_all(text):
+        for doc in yaml.load_all(text, Loader=UniqueKeyLoader):
             if doc:
                 objects.append(doc)
                 sources[f"{doc['kind']}/{doc['metadata']['name']}"] = path

@@ -85,6 +85,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "antiAffinity": "required",
             "legacyCriticalAnnotation": False,
             "preStopSleepSeconds": 0,
+            "podLabels": {"team": "platform", "app.kubernetes.io/component": "not-the-webhook"},
         },
         "image": {"repository": "registry.example/priority-webhook", "digest": "sha256:" + "ab" * 32},
     },

@@ -10,9 +10,10 @@ import helm_python as helm
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
 from tests.chart.crd_schemas import SCHEMAS, validate_custom
-from tests.chart.rendering import CHART, KUBE_VERSION, NAMESPACE, Rendered
+from tests.chart.rendering import CHART, KUBE_VERSION, NAMESPACE, Rendered, UniqueKeyLoader
 from tests.chart.scenarios import SCENARIOS
 
 CUSTOM_KINDS = {kind for _, kind in SCHEMAS}
@@ -106,3 +107,9 @@ def test_default_install_renders_exactly_the_core_objects(
             ("ValidatingWebhookConfiguration", ""),
         ]
     )
+
+
+def test_a_key_given_twice_fails_the_render_check() -> None:
+    """Rendering parses with this loader, so a template that repeats a label fails every test above."""
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate keys"):
+        yaml.load("labels:\n  app: a\n  app: a\n", Loader=UniqueKeyLoader)

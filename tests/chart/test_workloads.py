@@ -81,6 +81,10 @@ def test_tuned_deployment_requires_spreading_and_pins_the_image(rendered: Render
     deployment = rendered(SCENARIOS["fail-open-and-tuned"]).one("Deployment", FULLNAME)
     pod = deployment["spec"]["template"]
     assert deployment["spec"]["replicas"] == 3
+    assert pod["metadata"]["labels"]["team"] == "platform"
+    assert matches(deployment["spec"]["selector"], pod["metadata"]["labels"]), (
+        "extra labels never break selection"
+    )
     required = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert required[0]["topologyKey"] == "kubernetes.io/hostname"
     assert matches(required[0]["labelSelector"], pod["metadata"]["labels"])

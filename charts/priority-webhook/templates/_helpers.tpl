@@ -165,3 +165,11 @@ renewed: true
     {{- end }}
   {{- end }}
 {{- end }}
+
+{{/* Pod template labels: common + selector + extra, as one map (no key twice); call with
+(dict "root" $ "component" "webhook" "extra" .Values.webhook.podLabels). */}}
+{{- define "priority-webhook.podLabels" -}}
+{{- $selector := include "priority-webhook.selectorLabels" . | fromYaml -}}
+{{- $common := include "priority-webhook.labels" .root | fromYaml -}}
+{{- toYaml (merge $selector (.extra | default dict) $common) -}}
+{{- end -}}
