@@ -126,43 +126,76 @@ class Victim(Protocol):
 V = TypeVar("V", bound=Victim)
 
 
-def split_by_pdb_violation(
-    victims: Sequence[V], pdbs: Sequence[Pdb], *, empty_selector_matches_all: bool = False
-) -> tuple[list[V], list[V]]:
+class PdbIndex:
+    """The PDBs of a snapshot, indexed so that finding a pod's PDBs costs a few dict lookups.
+
+    Classic rules (kube-scheduler v1.19 to v1.35, the default): unlabeled pods and the empty selector
+    `{}` match nothing, and every matching PDB is decremented. `empty_selector_matches_all` selects the
+    newer rules (#141785): `{}` matches every pod of the namespace (unlabeled ones too), and a pod stops
+    at the first PDB it drives below zero, so later PDBs in list order are not decremented for it.
+    A nil selector matches nothing under both rules.
+    """
+
+    __slots__ = ("_by_label", "_unindexed", "newest", "pdbs")
+
+    def __init__(self, pdbs: Sequence[Pdb], *, empty_selector_matches_all: bool = False) -> None:
+        self.pdbs = list(pdbs)
+        self.newest = empty_selector_matches_all
+        # A selector with an `In` requirement of one value can only match pods carrying that label.
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._unindexed: dict[str, list[int]] = {}
+        for i, pdb in enumerate(self.pdbs):
+            if pdb.selector is None or (not self.newest and not pdb.selector.requirements):
+                continue
+            anchor = next(
+                (r for r in pdb.selector.requirements if r.operator == IN and len(r.values) == 1), None
+            )
+            if anchor is None:
+                self._unindexed.setdefault(pdb.namespace, []).append(i)
+            else:
+                (value,) = anchor.values
+                self._by_label.setdefault((pdb.namespace, anchor.key, value), []).append(i)
+
+    def matching(self, pod: Victim) -> list[int]:
+        """Indices (in list order) of the PDBs whose selector matches the pod."""
+        labels = pod.labels
+        if not labels and not self.newest:
+            return []
+        ns = pod.namespace
+        found = [i for i in self._unindexed.get(ns, ()) if self.pdbs[i].selector.matches(labels)]  # type: ignore[union-attr]
+        by_label = self._by_label
+        for key, value in labels.items():
+            hits = by_label.get((ns, key, value))
+            if hits:
+                found.extend(i for i in hits if self.pdbs[i].selector.matches(labels))  # type: ignore[union-attr]
+        if len(found) > 1:
+            found = sorted(set(found))
+        return found
+
+
+def split_by_pdb_violation(victims: Sequence[V], index: PdbIndex) -> tuple[list[V], list[V]]:
     """(violating, non-violating), each keeping the input (importance) order.
 
     Budgets are taken from `disruptionsAllowed` afresh for every call (upstream: per node), and consumed in
     the given order BEFORE any reprieve, so a pod that is later kept still used up budget (upstream
-    #91492): that over-count is upstream behaviour and kept.
-
-    Classic rules (kube-scheduler v1.19 to v1.35, the default): unlabeled pods and the empty selector
-    `{}` match nothing, and every matching PDB is decremented. `empty_selector_matches_all` selects the
-    newer rules (#141785): `{}` matches every pod of the namespace, and a pod stops at the first PDB it
-    drives below zero (so later PDBs in list order are not decremented for it).
+    #91492): that over-count is upstream behaviour and kept. A pod listed in `disruptedPods` (eviction
+    already approved) neither counts nor consumes budget.
     """
-    newest = empty_selector_matches_all
-    by_namespace: dict[str, list[int]] = {}
-    for i, pdb in enumerate(pdbs):
-        if pdb.selector is None or (not newest and not pdb.selector.requirements):
-            continue  # matches nothing
-        by_namespace.setdefault(pdb.namespace, []).append(i)
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    pdbs = index.pdbs
+    newest = index.newest
+    consumed: dict[int, int] = {}
     violating: list[V] = []
     ok: list[V] = []
     for victim in victims:
         violated = False
-        candidates = by_namespace.get(victim.namespace)
-        if candidates and (newest or victim.labels):
-            for i in candidates:
-                pdb = pdbs[i]
-                if not pdb.selector.matches(victim.labels):  # type: ignore[union-attr]
-                    continue
-                if victim.name in pdb.disrupted_pods:
-                    continue  # eviction already approved: neither counted nor decremented
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violated = True
-                    if newest:
-                        break
+        for i in index.matching(victim):
+            pdb = pdbs[i]
+            if victim.name in pdb.disrupted_pods:
+                continue
+            consumed[i] = consumed.get(i, 0) + 1
+            if consumed[i] > pdb.disruptions_allowed:
+                violated = True
+                if newest:
+                    break
         (violating if violated else ok).append(victim)
     return violating, ok

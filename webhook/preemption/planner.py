@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.policy.constants import PREEMPT_NEVER
+from webhook.preemption.pdb import PdbIndex
 from webhook.preemption.scheduler_filter import UNRESOLVABLE, UNSCHEDULABLE, Failure, NodeFit, node_status
-from webhook.preemption.scheduler_pick import Candidate, pick_one
+from webhook.preemption.scheduler_pick import Candidate, pick_one, why_not
 from webhook.preemption.scheduler_victims import Victims, select_victims
 from webhook.preemption.snapshot import NodeInfo, PodInfo, Snapshot
 
@@ -30,6 +31,7 @@ MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+ABSENT = Failure(UNRESOLVABLE, ("not in the Filter diagnosis",))
 NOT_EXAMINED = "not examined: the candidate sample was complete"
 DROPPED = "a candidate, dropped: the list of PDB-violating candidates was full"
 
@@ -47,7 +49,7 @@ class PlanOptions:
     min_candidate_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
     min_candidate_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
     offset: int | None = None  # with sample: where to start in the potential nodes; None draws one
-    pdb_newest: bool = False  # PDB matching rules of the newest upstream (see pdb.split_by_pdb_violation)
+    pdb_newest: bool = False  # PDB matching rules of the newest upstream (see pdb.PdbIndex)
 
 
 @dataclass(slots=True)
@@ -92,14 +94,44 @@ def eligibility(preemptor: PodInfo, snapshot: Snapshot, statuses: dict[str, Fail
     return None
 
 
-def plan(preemptor: PodInfo, snapshot: Snapshot, options: PlanOptions) -> Plan:
-    """The scheduler's preemption decision for `preemptor` (a pending pod) on `snapshot`."""
+def diagnose(preemptor: PodInfo, snapshot: Snapshot) -> tuple[dict[str, NodeFit], dict[str, Failure | None]]:
+    """Per node: the fit checker, and the Filter status as the cluster stands (None: the pod fits)."""
     fits: dict[str, NodeFit] = {}
     statuses: dict[str, Failure | None] = {}
     for node in snapshot.nodes:
         fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()))
         fits[node.name] = fit
         statuses[node.name] = node_status(preemptor, node, fit)
+    return fits, statuses
+
+
+def potential_nodes(snapshot: Snapshot, statuses: Mapping[str, Failure | None]) -> list[NodeInfo]:
+    """`NodesForStatusCode(Unschedulable)`: nodes whose status is exactly Unschedulable, snapshot order.
+
+    A node missing from `statuses` is UnschedulableAndUnresolvable (today's absent-node default).
+    """
+    out = []
+    for node in snapshot.nodes:
+        status = statuses.get(node.name, ABSENT)
+        if status is not None and status.code == UNSCHEDULABLE:
+            out.append(node)
+    return out
+
+
+def plan(
+    preemptor: PodInfo,
+    snapshot: Snapshot,
+    options: PlanOptions,
+    diagnosis: Mapping[str, Failure | None] | None = None,
+) -> Plan:
+    """The scheduler's preemption decision for `preemptor` (a pending pod) on `snapshot`.
+
+    `diagnosis` replaces our Filter statuses (for filters this planner does not model, and for upstream
+    tests that state them); a node missing from it counts as UnschedulableAndUnresolvable.
+    """
+    fits, statuses = diagnose(preemptor, snapshot)
+    if diagnosis is not None:
+        statuses = {n.name: diagnosis.get(n.name, ABSENT) for n in snapshot.nodes}
 
     fitting = [n.name for n in snapshot.nodes if statuses[n.name] is None]
     if fitting:
@@ -118,7 +150,7 @@ def plan(preemptor: PodInfo, snapshot: Snapshot, options: PlanOptions) -> Plan:
         kept = f"; it stays nominated to {preemptor.nominated_node}" if preemptor.nominated_node else ""
         return Plan(NOT_ELIGIBLE, None, message=f"preemption: {reason}{kept}", excluded=excluded)
 
-    potential = [n for n in snapshot.nodes if statuses[n.name].code == UNSCHEDULABLE]  # type: ignore[union-attr]
+    potential = potential_nodes(snapshot, statuses)
     # The FitError histogram: hopeless nodes say so, dry-run failures replace the filter reasons.
     histogram: Counter[str] = Counter()
     for name, status in statuses.items():
@@ -131,30 +163,28 @@ def plan(preemptor: PodInfo, snapshot: Snapshot, options: PlanOptions) -> Plan:
         histogram.update(failure.reasons)
         excluded[name] = "; ".join(failure.reasons)
     best = pick_one(candidates, options.now)
-    for candidate in candidates:
-        if best is None or candidate.node is not best.node:
-            excluded[candidate.node.name] = "a better candidate was chosen"
     if best is None:
         total = len(snapshot.nodes)
         detail = ", ".join(f"{n} {r}" for r, n in sorted(histogram.items()))
-        message = (
-            f"preemption: 0/{total} nodes are available: {detail}."
-            if detail
-            else (f"preemption: 0/{total} nodes are available.")
-        )
+        message = f"preemption: 0/{total} nodes are available" + (f": {detail}." if detail else ".")
         return Plan(NO_CANDIDATES, None, message=message, excluded=excluded, candidates=candidates)
 
     excluded.pop(best.node.name, None)
-    to_clear = tuple(p for p in snapshot.nominated.get(best.node.name, ()) if p.priority < preemptor.priority)
+    for candidate in candidates:
+        if candidate is not best:
+            excluded[candidate.node.name] = f"candidate, not chosen: {why_not(candidate, best, options.now)}"
+    to_clear = tuple(
+        p for p in snapshot.nominated.get(best.node.name, ()) if p.priority < preemptor.priority
+    )
     victims = best.victims
+    violations = f", {victims.pdb_violations} of them PDB-violating" if victims.pdb_violations else ""
     return Plan(
         PREEMPT,
         best.node.name,
         victims.pods,
         victims.pdb_violations,
         to_clear,
-        message=f"preempt {len(victims.pods)} pod(s) on {best.node.name}"
-        + (f", violating {victims.pdb_violations} PodDisruptionBudget(s)" if victims.pdb_violations else ""),
+        message=f"preempt {len(victims.pods)} pod(s) on {best.node.name}{violations}",
         excluded=excluded,
         candidates=candidates,
     )
@@ -181,6 +211,7 @@ def dry_run(
         offset = random.randrange(n) if options.offset is None else options.offset % n
     else:
         k, offset = n, 0
+    pdbs = PdbIndex(snapshot.pdbs, empty_selector_matches_all=options.pdb_newest)
     good: list[Candidate] = []
     bad: list[Candidate] = []
     examined = 0
@@ -188,7 +219,7 @@ def dry_run(
         node = potential[(offset + i) % n]
         examined += 1
         fit = fits[node.name]
-        result = select_victims(preemptor, fit, snapshot.pdbs, options.now, pdb_newest=options.pdb_newest)
+        result = select_victims(preemptor, fit, pdbs, options.now)
         if isinstance(result, Victims):
             bucket = good if result.pdb_violations == 0 else bad
             if len(bucket) < k:

@@ -51,3 +51,20 @@ def pick_one(candidates: Sequence[Candidate], now: float) -> Candidate | None:
         best = max(scores)
         remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
     return remaining[0]
+
+
+CRITERIA = (
+    "more PDB violations",
+    "a higher highest victim priority",
+    "a larger sum of victim priorities (each + 2^31)",
+    "more victims",
+    "its most important victims started earlier",
+)
+
+
+def why_not(candidate: Candidate, best: Candidate, now: float) -> str:
+    """The first criterion on which `candidate` lost to `best` (for --explain)."""
+    for text, score in zip(CRITERIA, score_functions(now), strict=True):
+        if score(candidate) < score(best):
+            return text
+    return "tied on every criterion; the node examined first wins"

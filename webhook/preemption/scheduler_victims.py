@@ -8,10 +8,9 @@ not fit; it is not a knapsack optimum, and upstream does not want one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.preemption.pdb import Pdb, split_by_pdb_violation
+from webhook.preemption.pdb import PdbIndex, split_by_pdb_violation
 from webhook.preemption.resources import add, subtract, total
 from webhook.preemption.scheduler_filter import UNRESOLVABLE, Failure, NodeFit
 from webhook.preemption.snapshot import PodInfo
@@ -38,10 +37,8 @@ def importance_key(pod: PodInfo, now: float) -> tuple[int, float, str, int]:
 def select_victims(
     preemptor: PodInfo,
     fit: NodeFit,
-    pdbs: Sequence[Pdb],
+    pdbs: PdbIndex,
     now: float,
-    *,
-    pdb_newest: bool = False,
 ) -> Victims | Failure:
     """The victims on `fit.node`, or the status that makes the node no candidate."""
     node = fit.node
@@ -54,7 +51,7 @@ def select_victims(
     if failure is not None:
         return failure
     lower.sort(key=lambda p: importance_key(p, now))
-    violating, non_violating = split_by_pdb_violation(lower, pdbs, empty_selector_matches_all=pdb_newest)
+    violating, non_violating = split_by_pdb_violation(lower, pdbs)
     victims: list[PodInfo] = []
     violations = 0
     for group, counts in ((violating, 1), (non_violating, 0)):

@@ -1,0 +1,1 @@
+"""Fixtures for the preemption planner tests: upstream's test conventions as object builders."""
