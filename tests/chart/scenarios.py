@@ -59,6 +59,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "dryRun": True,
             "criticalPriority": 1000000,
             "order": "priority",
+            "maxEvictionsPerMinute": 5,
         }
     },
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
@@ -84,6 +85,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "replicas": 3,
             "antiAffinity": "required",
             "legacyCriticalAnnotation": False,
+            "logLevel": "warning",
             "preStopSleepSeconds": 0,
             "podLabels": {"team": "platform", "app.kubernetes.io/component": "not-the-webhook"},
         },

@@ -31,6 +31,7 @@ def test_webhook_arguments_parse(scenario: str, rendered: Render) -> None:
     expected_legacy = SCENARIOS[scenario].get("webhook", {}).get("legacyCriticalAnnotation", True)
     assert args.legacy_critical_annotation is expected_legacy
     assert args.classes == [], "in a cluster the classes come from the API server"
+    assert args.log_level == SCENARIOS[scenario].get("webhook", {}).get("logLevel", "info")
 
 
 @pytest.mark.parametrize("scenario", ["sidecar", "sidecar-ignore-pdb", "sidecar-recreate-rejected"])
@@ -47,3 +48,5 @@ def test_sidecar_arguments_parse(scenario: str, rendered: Render) -> None:
     assert args.recreate_rejected is values.get("recreateRejected", False)
     if "criticalPriority" in values:
         assert args.critical_priority == values["criticalPriority"]
+    if "maxEvictionsPerMinute" in values:
+        assert args.max_evictions_per_minute == values["maxEvictionsPerMinute"]

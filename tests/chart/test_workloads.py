@@ -118,6 +118,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
         "--workers=2",
         "--threads=4",
         "--graceful-timeout=20",
+        "--log-level=info",
     ]
     assert port_number(c, "https") == 8443
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
@@ -173,7 +174,16 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
 
 SIDECAR_FLAGS = [
     ("sidecar", {"--order=qos"}),
-    ("sidecar-ignore-pdb", {"--order=priority", "--dry-run", "--critical-priority=1000000", "--ignore-pdb"}),
+    (
+        "sidecar-ignore-pdb",
+        {
+            "--order=priority",
+            "--dry-run",
+            "--critical-priority=1000000",
+            "--max-evictions-per-minute=5",
+            "--ignore-pdb",
+        },
+    ),
     ("sidecar-recreate-rejected", {"--order=qos", "--recreate-rejected"}),
 ]
 
