@@ -12,6 +12,9 @@ pkg/kubelet/types/pod_update.go (criticality). Two victim orders:
 Choices where upstream leaves room (see the README, section "Kubelet-side preemption"):
 * Terminating pods (deletionTimestamp set) keep holding their resources but are never victims: evicting a
   pod that is already shutting down frees nothing sooner. Upstream may pick them again.
+* Mirror pods (the API view of static pods) hold resources but are never victims: deleting a mirror pod
+  does not stop its static pod, the kubelet recreates it. Upstream's active list holds the static pod,
+  which a higher-priority critical pod could preempt.
 * Pods in a terminal phase hold nothing and are ignored. Every other pod in the input counts as admitted.
 * The kubelet's active-pod list order is fixed as admission order: creation time, then namespace/name.
 * Scalar resources are reported sorted by name (upstream: Go map order).
@@ -108,13 +111,23 @@ class Candidate:
     requests: Mapping[str, int]
     qos: str
     priority: int | None
+    critical: bool = False
 
     @classmethod
-    def of(cls, pod: Mapping[str, Any]) -> Candidate:
-        return cls(pod, request_views(pod)[0], qos_class(pod), priority_of(pod))
+    def of(cls, pod: Mapping[str, Any], critical_priority: int = SYSTEM_CRITICAL_PRIORITY) -> Candidate:
+        return cls(
+            pod, request_views(pod)[0], qos_class(pod), priority_of(pod), is_critical(pod, critical_priority)
+        )
 
     def request(self, resource: str) -> int:
         return self.requests.get(resource, 0)
+
+
+def _preempts(critical: bool, priority: int | None, candidate: Candidate) -> bool:
+    """`preemptable` with both sides' criticality and priority already known (the hot path)."""
+    if critical and not candidate.critical:
+        return True
+    return priority is not None and candidate.priority is not None and priority > candidate.priority
 
 
 class NoVictims(Exception):
@@ -171,7 +184,13 @@ def by_distance(pods: Sequence[Candidate], reqs: Requirements) -> list[Candidate
             raise NoVictims(NO_VICTIMS + requirements_string(reqs))
         best, best_index = float(len(reqs) + 1), 0
         for i, pod in enumerate(pods):
-            d = distance(reqs, pod)
+            requests = pod.requests
+            d = 0.0  # distance(reqs, pod), inlined: this loop is the whole cost of the search
+            for name, q in reqs:
+                remaining = q - requests.get(name, 0)
+                if remaining > 0:
+                    fraction = remaining / q
+                    d += fraction * fraction
             if d < best or (d == best and smaller_resource_request(pod, pods[best_index])):
                 best, best_index = d, i
         chosen = pods[best_index]
@@ -182,37 +201,36 @@ def by_distance(pods: Sequence[Candidate], reqs: Requirements) -> list[Candidate
     return evict
 
 
-def _effective_priority(pod: Candidate | Mapping[str, Any], critical_priority: int) -> int:
+def _effective_priority(priority: int | None, critical: bool, critical_priority: int) -> int:
     """Priority for the priority-aware order: spec.priority; unset counts as 0, or as `critical_priority`
-    for static and mirror pods (critical by definition)."""
-    raw = pod.pod if isinstance(pod, Candidate) else pod
-    priority = priority_of(raw)
+    for a critical pod (with no priority only static and mirror pods are critical)."""
     if priority is not None:
         return priority
-    return critical_priority if (is_static_pod(raw) or is_mirror_pod(raw)) else 0
+    return critical_priority if critical else 0
 
 
 def _groups(
     preemptor: Mapping[str, Any], pods: Sequence[Candidate], order: str, critical_priority: int
 ) -> list[list[Candidate]]:
     """Preemptable candidates in groups from least to most protected; input order kept inside a group."""
+    critical, priority = is_critical(preemptor, critical_priority), priority_of(preemptor)
     if order == ORDER_QOS:
         buckets: dict[Any, list[Candidate]] = {BEST_EFFORT: [], BURSTABLE: [], GUARANTEED: []}
         for pod in pods:
-            if pod.qos in buckets and preemptable(preemptor, pod.pod, critical_priority):
+            if pod.qos in buckets and _preempts(critical, priority, pod):
                 buckets[pod.qos].append(pod)
         return list(buckets.values())
     if order != ORDER_PRIORITY:
         raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
-    ceiling = _effective_priority(preemptor, critical_priority)
+    ceiling = _effective_priority(priority, critical, critical_priority)
     grouped: dict[tuple[int, int], list[Candidate]] = {}
     for pod in pods:
-        if pod.qos not in _QOS_RANK or not preemptable(preemptor, pod.pod, critical_priority):
+        if pod.qos not in _QOS_RANK or not _preempts(critical, priority, pod):
             continue
-        priority = _effective_priority(pod, critical_priority)
-        if priority >= ceiling:
+        level = _effective_priority(pod.priority, pod.critical, critical_priority)
+        if level >= ceiling:
             continue
-        grouped.setdefault((priority, _QOS_RANK[pod.qos]), []).append(pod)
+        grouped.setdefault((level, _QOS_RANK[pod.qos]), []).append(pod)
     return [grouped[key] for key in sorted(grouped)]
 
 
@@ -331,9 +349,9 @@ def admit_pod(
     if not reasons:
         return Admission(admit=True, fits=True, reasons=[], victims=[], error=None)
     candidates = [
-        Candidate(other, view[0], qos_class(other), priority_of(other))
+        Candidate(other, view[0], qos_class(other), priority_of(other), is_critical(other, critical_priority))
         for other, view in zip(active, views, strict=True)
-        if not is_terminating(other)
+        if not (is_terminating(other) or is_mirror_pod(other) or is_static_pod(other))
     ]
     handled = handle_admission_failure(
         pod, candidates, reasons, order=order, critical_priority=critical_priority

@@ -208,19 +208,29 @@ def node_selector_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> R
     return None
 
 
+def _text(obj: Mapping[str, Any], key: str, path: str) -> str:
+    """A string field; absent/null is "" (as Go's zero value)."""
+    return field(obj, key, path, str, "")
+
+
 def _host_ports(pod: Mapping[str, Any]) -> Iterable[tuple[str, str, int]]:
     """(hostIP, protocol, hostPort) of regular containers with a host port, defaults applied."""
     for i, container in enumerate(field(spec_of(pod), "containers", "spec", list, [])):
-        if not isinstance(container, Mapping):
+        if not isinstance(container, dict):
             raise InvalidObject(f"spec.containers[{i}]: must be an object")
         for j, port in enumerate(field(container, "ports", f"spec.containers[{i}]", list, [])):
-            if not isinstance(port, Mapping):
-                raise InvalidObject(f"spec.containers[{i}].ports[{j}]: must be an object")
+            path = f"spec.containers[{i}].ports[{j}]"
+            if not isinstance(port, dict):
+                raise InvalidObject(f"{path}: must be an object")
             host_port = port.get("hostPort") or 0
             if not isinstance(host_port, int) or isinstance(host_port, bool):
-                raise InvalidObject(f"spec.containers[{i}].ports[{j}].hostPort: must be an integer")
+                raise InvalidObject(f"{path}.hostPort: must be an integer")
             if host_port > 0:
-                yield (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port)
+                yield (
+                    _text(port, "hostIP", path) or "0.0.0.0",
+                    _text(port, "protocol", path) or "TCP",
+                    host_port,
+                )
 
 
 def host_port_conflicts(pod: Mapping[str, Any], pods_on_node: Iterable[Mapping[str, Any]]) -> Reason | None:
@@ -239,10 +249,8 @@ def host_port_conflicts(pod: Mapping[str, Any], pods_on_node: Iterable[Mapping[s
     return None
 
 
-def tolerates(toleration: Any, taint: Mapping[str, Any]) -> bool:
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """`Toleration.ToleratesTaint`: effect and key match when set; Equal (default) compares values."""
-    if not isinstance(toleration, Mapping):
-        return False
     effect, key = toleration.get("effect") or "", toleration.get("key") or ""
     if effect and effect != taint.get("effect"):
         return False
@@ -254,15 +262,28 @@ def tolerates(toleration: Any, taint: Mapping[str, Any]) -> bool:
     return operator == "Exists"
 
 
+def _string_objects(items: list[Any], keys: tuple[str, ...], path: str) -> list[dict[str, Any]]:
+    """Taints/tolerations: objects whose named fields are strings (checked so bad input names itself)."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidObject(f"{path}[{i}]: must be an object")
+        for key in keys:
+            _text(item, key, f"{path}[{i}]")
+    return items
+
+
 def untolerated_taint(
     pod: Mapping[str, Any], node: Mapping[str, Any], effects: Iterable[str] = ("NoExecute",)
 ) -> Reason | None:
     """`FindMatchingUntoleratedTaint` over taints with one of `effects` (the kubelet: NoExecute only)."""
+    fields = ("key", "value", "effect")
     taints = field(field(node, "spec", "node", default={}), "taints", "node.spec", list, [])
+    taints = _string_objects(taints, fields, "node.spec.taints")
     tolerations = field(spec_of(pod), "tolerations", "spec", list, [])
+    tolerations = _string_objects(tolerations, (*fields, "operator"), "spec.tolerations")
     wanted = set(effects)
     for taint in taints:
-        if not isinstance(taint, Mapping) or taint.get("effect") not in wanted:
+        if taint.get("effect") not in wanted:
             continue
         if not any(tolerates(t, taint) for t in tolerations):
             return predicate_failure(TAINT_TOLERATION, TAINT_TOLERATION_MESSAGE)

@@ -40,7 +40,7 @@ class InvalidQuantity(InvalidObject):
 
 def field(obj: Any, key: str, path: str, kind: type = dict, default: Any = None) -> Any:
     """`obj[key]` checked against `kind`; None/missing gives `default` (the API server's omitempty)."""
-    value = obj.get(key) if isinstance(obj, Mapping) else None
+    value = obj.get(key) if isinstance(obj, dict) else None  # JSON/YAML objects are dicts
     if value is None:
         return default
     if not isinstance(value, kind):
@@ -165,7 +165,7 @@ def aggregate_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
 
 
 def spec_of(pod: Any) -> Mapping[str, Any]:
-    if not isinstance(pod, Mapping):
+    if not isinstance(pod, dict):
         raise InvalidObject(f"pod: must be an object, got {_type_name(pod)}")
     return field(pod, "spec", "pod", default={})
 
@@ -236,7 +236,7 @@ def scheduler_pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
 
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
     """`status.allocatable` parsed (cpu millicores, others base units)."""
-    if not isinstance(node, Mapping):
+    if not isinstance(node, dict):
         raise InvalidObject(f"node: must be an object, got {_type_name(node)}")
     status = field(node, "status", "node", default={})
     return {n: from_nano(n, q) for n, q in _resource_list(status, "allocatable", "status").items()}
