@@ -184,7 +184,7 @@ def test_watch_ends_cleanly_after_timeout_seconds(api: KubeAPIServer) -> None:
     start = get(api, PCS).json()["metadata"]["resourceVersion"]
     with watch(api, PCS, resourceVersion=start, timeoutSeconds="1", allowWatchBookmarks="1") as events:
         assert {e["type"] for e in events} <= {"BOOKMARK"}
-    assert api.open_watches == 0
+    wait_for(lambda: api.open_watches == 0)
 
 
 def test_watch_from_a_compacted_version_gets_an_error_event_with_410(api: KubeAPIServer) -> None:

@@ -45,8 +45,10 @@ class Request:
 SubresourceHandler = Callable[[Request], tuple[int, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class RequestRecord:
+    """One request, logged on arrival; `status` is 0 until the answer (for a watch: its end) is known."""
+
     method: str
     path: str
     query: dict[str, str]
@@ -356,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
         is_watch = method == "GET" and query.get("watch") in ("1", "true")
         body = self._read_body()
         self._streaming = False
+        record = RequestRecord(method, path, query, 0, is_watch)
+        self.api.requests.append(record)
         self.api._wait_running()
         status = 500
         try:
@@ -386,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(500, ApiError(500, "InternalError", f"{type(err).__name__}: {err}").status())
             raise
         finally:
-            self.api.requests.append(RequestRecord(method, path, query, status, is_watch))
+            record.status = status
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

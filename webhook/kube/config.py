@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import kubernetes.client
 import kubernetes.config
+import yaml
 from kubernetes.config.config_exception import ConfigException
 
 from webhook.documents import InputError
@@ -23,7 +24,7 @@ def api_client(kubeconfig: str | None, in_cluster: bool) -> kubernetes.client.Ap
         else:
             kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
                                                persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError) as err:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
         source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{source}: {detail}") from err

@@ -198,6 +198,8 @@ class Reflector:
         self._activity()
         try:
             for line in _lines(response):
+                if self._stopping.is_set():
+                    raise _Stopped
                 self._handle(line)
                 self._failures = 0
         finally:
@@ -249,6 +251,9 @@ class Reflector:
         )
         if response.status == 200:
             self._response = response
+            if self._stopping.is_set():  # stop() ran while we connected and saw no response to shut down
+                response.release_conn()
+                raise _Stopped
             return response
         try:
             raw = response.read()

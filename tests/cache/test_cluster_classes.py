@@ -1,0 +1,140 @@
+"""The cluster-backed class store: snapshots, the global default, readiness, the object cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cache.conftest import pc
+from tests.kubeapi import KubeAPIServer
+from tests.support.wait import wait_for
+from webhook.documents import InputError
+from webhook.kube.cache import ObjectCache
+from webhook.kube.config import api_client
+from webhook.policy.classes import ClassSet, PriorityClass
+
+
+def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServer, class_store) -> None:
+    api.create("priorityclasses", pc("high", 1000, preemptionPolicy="Never", description="d"))
+    store = class_store()
+    assert store.wait_synced(5)
+    assert store.ready()
+    classes = store.snapshot()
+    assert sorted(classes) == ["high", "system-cluster-critical", "system-node-critical"]
+    assert classes["high"] == PriorityClass("high", 1000, False, "Never", "d")
+    assert classes["system-node-critical"].value == 2000001000
+
+
+def test_without_system_classes_in_the_cluster_none_are_invented(class_store) -> None:
+    with KubeAPIServer(system_priority_classes=False) as empty:
+        from webhook.kube.classes import ClusterClassStore
+
+        store = ClusterClassStore(empty.api_client(), backoff_initial=0.02)
+        store.start()
+        try:
+            assert store.wait_synced(5)
+            assert len(store.snapshot()) == 0
+        finally:
+            store.stop()
+
+
+def test_changes_swap_in_a_new_snapshot_and_old_ones_stay_intact(api: KubeAPIServer, class_store) -> None:
+    store = class_store()
+    assert store.wait_synced(5)
+    before = store.snapshot()
+    created = api.create("priorityclasses", pc("a", 10, description="one"))
+    wait_for(lambda: "a" in store.snapshot())
+    api.update("priorityclasses", {**created, "description": "two"})
+    wait_for(lambda: store.snapshot()["a"].description == "two")
+    api.delete("priorityclasses", "a")
+    wait_for(lambda: "a" not in store.snapshot())
+    assert "a" not in before
+    assert isinstance(store.snapshot(), ClassSet)
+
+
+@pytest.mark.parametrize(
+    ("defaults", "expected"),
+    [
+        ([("default-a", 1000), ("default-b", 2000)], "default-a"),  # the upstream race: lower value wins
+        ([("default-b", 2000), ("default-a", 1000)], "default-a"),  # whatever the creation order
+        ([("zeta", 5), ("alpha", 5)], "alpha"),  # equal values: by name (our deterministic choice)
+        ([("negative", -10), ("zero", 0)], "negative"),
+    ],
+)
+def test_two_global_defaults_the_lower_value_wins(api: KubeAPIServer, class_store, defaults, expected) -> None:
+    store = class_store()
+    assert store.wait_synced(5)
+    for name, value in defaults:  # straight to storage: as if both creates raced past admission
+        api.create("priorityclasses", pc(name, value, globalDefault=True))
+    wait_for(lambda: all(name in store.snapshot() for name, _ in defaults))
+    assert store.snapshot().default().name == expected
+
+
+def test_deleting_the_winning_default_falls_back_to_the_other(api: KubeAPIServer, class_store) -> None:
+    api.create("priorityclasses", pc("low", 1, globalDefault=True))
+    api.create("priorityclasses", pc("high", 9, globalDefault=True))
+    store = class_store()
+    assert store.wait_synced(5)
+    assert store.snapshot().default().name == "low"
+    api.delete("priorityclasses", "low")
+    wait_for(lambda: store.snapshot().default() is not None and store.snapshot().default().name == "high")
+
+
+def test_not_ready_until_the_first_list_lands(api: KubeAPIServer, class_store) -> None:
+    with api.failing(500):
+        store = class_store()
+        wait_for(lambda: api.list_count() >= 2, what="LIST retried")
+        assert not store.ready()
+        assert len(store.snapshot()) == 0
+    wait_for(store.ready)
+    assert "system-node-critical" in store.snapshot()
+
+
+def test_an_unreadable_class_is_skipped_not_fatal(api: KubeAPIServer, class_store) -> None:
+    api.create("priorityclasses", pc("broken", "not-a-number"))
+    store = class_store()
+    assert store.wait_synced(5)
+    api.create("priorityclasses", pc("fine", 1))
+    wait_for(lambda: "fine" in store.snapshot())
+    assert "broken" not in store.snapshot()
+
+
+def test_object_cache_lookups_and_resync_listener() -> None:
+    cache = ObjectCache()
+    events: list[tuple[str, str | None, str | None]] = []
+
+    def name(obj):
+        return obj and obj["metadata"]["name"]
+
+    cache.add_listener(lambda ev, old, new: events.append((ev, name(old), name(new))))
+    pod = {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "5"}}
+    cache.replace([pod], "7")
+    assert cache.get("ns", "p") is pod
+    assert cache.get("", "p") is None
+    assert cache.resource_version == "7"
+    cache.apply("MODIFIED", {"metadata": {"name": "q", "namespace": "ns", "resourceVersion": "8"}})
+    cache.apply("DELETED", {"metadata": {"name": "missing", "namespace": "ns"}})  # not there: no event
+    cache.apply("DELETED", pod)
+    assert events == [("RESYNC", None, None), ("ADDED", None, "q"), ("DELETED", "p", None)]
+    assert [o["metadata"]["name"] for o in cache.list()] == ["q"]
+    assert len(cache) == 1
+
+
+def test_api_client_reads_a_kubeconfig(api: KubeAPIServer, tmp_path) -> None:
+    client = api_client(api.kubeconfig(tmp_path / "kubeconfig"), False)
+    assert client.configuration.host == api.url
+
+
+@pytest.mark.parametrize(
+    ("content", "in_cluster"),
+    [(None, False), ("not: [valid", False), ("apiVersion: v1\nkind: Config\n", False), (None, True)],
+    ids=["missing-file", "bad-yaml", "no-context", "not-in-a-pod"],
+)
+def test_api_client_errors_are_one_line_input_errors(tmp_path, monkeypatch, content, in_cluster) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(InputError) as err:
+        api_client(str(path), in_cluster)
+    assert "\n" not in str(err.value)
+    assert ("in-cluster" in str(err.value)) == in_cluster

@@ -1,0 +1,267 @@
+"""The reflector against the test API server over real HTTP: list, watch, and recovery from every fault.
+
+After each fault the cache must equal the server exactly (same objects at the same resourceVersions):
+no lost object, no phantom one.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.cache.conftest import FAST, pc
+from tests.kubeapi import KubeAPIServer
+from tests.support.wait import wait_for
+from webhook.kube.cache import ObjectCache
+from webhook.kube.config import api_client
+from webhook.kube.reflector import Reflector
+
+PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
+PODS = "/api/v1/pods"
+
+
+@pytest.fixture
+def reflect(api: KubeAPIServer) -> Iterator[Callable[..., tuple[Reflector, ObjectCache]]]:
+    """Start reflectors (name unique per test, for metrics) into fresh caches; stopped at teardown."""
+    started: list[Reflector] = []
+
+    def make(path: str = PCS, server: KubeAPIServer | None = None, **kwargs: Any) -> tuple[Reflector, ObjectCache]:
+        cache = ObjectCache()
+        server = server or api
+        name = kwargs.pop("name", f"test-{random.getrandbits(48):x}")
+        reflector = Reflector(server.api_client(), path, cache, name=name, **{**FAST, **kwargs})
+        reflector.start()
+        started.append(reflector)
+        return reflector, cache
+
+    yield make
+    for reflector in started:
+        reflector.stop(timeout=5)
+
+
+def state(objects: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+            for o in objects}
+
+
+def converge(cache: ObjectCache, api: KubeAPIServer, plural: str = "priorityclasses") -> None:
+    """Wait until the cache holds exactly the server's objects at the server's versions."""
+    wait_for(lambda: state(cache.list()) == state(api.list(plural)), timeout=10,
+             what=f"cache == server ({plural})")
+
+
+def metric(name: str, reflector: Reflector, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, {"reflector": reflector.name, **labels}) or 0.0
+
+
+# -- the normal path ---------------------------------------------------------------------------------------
+def test_lists_then_watches_from_the_lists_resource_version_with_bookmarks(api: KubeAPIServer, reflect) -> None:
+    api.create("priorityclasses", pc("high", 1000))
+    reflector, cache = reflect()
+    assert reflector.wait_synced(5)
+    assert reflector.synced
+    assert state(cache.list()) == state(api.list("priorityclasses"))
+    wait_for(lambda: api.watch_count(PCS) >= 1)
+    listing, watching = [r for r in api.requests if r.path == PCS][:2]
+    assert not listing.watch
+    assert watching.watch
+    assert watching.query["resourceVersion"] == cache.resource_version
+    assert watching.query["allowWatchBookmarks"] == "true"
+    assert watching.query["timeoutSeconds"] == str(FAST["timeout_seconds"])
+
+
+def test_applies_added_modified_deleted_in_order(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect()
+    assert reflector.wait_synced(5)
+    seen: list[tuple[str, str | None, str | None]] = []
+    cache.add_listener(lambda ev, old, new: seen.append(
+        (ev, old and old.get("description"), new and new.get("description"))))
+    a = api.create("priorityclasses", pc("a", 1, description="one"))
+    api.update("priorityclasses", {**a, "description": "two"})
+    api.delete("priorityclasses", "a")
+    wait_for(lambda: len(seen) >= 3)
+    assert seen == [("ADDED", None, "one"), ("MODIFIED", "one", "two"), ("DELETED", "two", None)]
+    converge(cache, api)
+
+
+def test_bookmarks_advance_the_resource_version_without_changing_the_store(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect()
+    assert reflector.wait_synced(5)
+    changes: list[str] = []
+    cache.add_listener(lambda ev, old, new: changes.append(ev))
+    head = api.create("pods", {"metadata": {"name": "elsewhere"}, "spec": {}})["metadata"]["resourceVersion"]
+    wait_for(lambda: reflector.resource_version == head, what="a bookmark at the new revision")
+    assert changes == []
+    assert metric("priority_webhook_cache_watch_events_total", reflector, type="BOOKMARK") >= 1
+
+
+def test_a_server_side_watch_timeout_rewatches_without_relisting(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect(timeout_seconds=1)
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.watch_count(PCS) >= 3, timeout=10)
+    api.create("priorityclasses", pc("after", 1))
+    converge(cache, api)
+    assert api.list_count(PCS) == 1
+    assert metric("priority_webhook_cache_reconnects_total", reflector) == 0
+
+
+def test_field_selector_keeps_only_matching_objects(api: KubeAPIServer, reflect) -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}}
+    created = api.create("pods", pod)
+    reflector, cache = reflect(PODS, field_selector="spec.nodeName=n1")
+    assert reflector.wait_synced(5)
+    assert cache.get("ns", "p") is not None
+    api.update("pods", {**created, "spec": {"nodeName": "n2"}})  # leaves the selector: DELETED
+    wait_for(lambda: cache.get("ns", "p") is None)
+    api.create("pods", {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"nodeName": "n1"}})
+    wait_for(lambda: cache.get("ns", "q") is not None)
+    assert [r.query.get("fieldSelector") for r in api.requests if r.path == PODS][:2] == ["spec.nodeName=n1"] * 2
+
+
+# -- faults ------------------------------------------------------------------------------------------------
+def test_dropped_watch_reconnects_from_the_last_version_without_relisting(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect()
+    assert reflector.wait_synced(5)
+    for round_ in range(3):
+        wait_for(lambda: api.open_watches == 1)
+        api.drop_watches()
+        api.create("priorityclasses", pc(f"during-{round_}", round_))
+        converge(cache, api)
+    assert api.list_count(PCS) == 1
+    assert metric("priority_webhook_cache_reconnects_total", reflector) == 3
+
+
+def test_410_mid_stream_relists_and_drops_phantoms(api: KubeAPIServer, reflect) -> None:
+    api.create("priorityclasses", pc("doomed", 1))
+    reflector, cache = reflect()
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    api.stall()  # the deletion below must reach the reflector only through the relist
+    api.delete("priorityclasses", "doomed")
+    api.create("priorityclasses", pc("born", 2))
+    api.expire_watches()
+    api.release()
+    converge(cache, api)
+    assert cache.get("", "doomed") is None
+    assert api.list_count(PCS) == 2
+    assert metric("priority_webhook_cache_relists_total", reflector) == 1
+
+
+@pytest.mark.parametrize("gone_as_http", [False, True], ids=["error-event", "http-410"])
+def test_410_on_reconnect_relists(gone_as_http: bool, reflect) -> None:
+    with KubeAPIServer(gone_as_http=gone_as_http, bookmark_interval=0.2) as api:
+        api.create("priorityclasses", pc("doomed", 1))
+        reflector, cache = reflect(server=api)
+        assert reflector.wait_synced(5)
+        wait_for(lambda: api.open_watches == 1)
+        with api.stalled():  # the re-watch waits until the history it needs is gone
+            api.drop_watches()
+            api.delete("priorityclasses", "doomed")
+            api.compact()
+        converge(cache, api)
+        assert cache.get("", "doomed") is None
+        assert metric("priority_webhook_cache_relists_total", reflector) == 1
+
+
+def test_500s_for_a_while_then_recovery_with_backoff(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect(backoff_initial=0.01, backoff_max=0.2)
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    with api.failing(500):
+        api.drop_watches()
+        api.create("priorityclasses", pc("while-failing", 1))
+        api.delete("priorityclasses", "system-node-critical")  # the test server allows it; so be it
+        wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 6)
+        assert "while-failing" not in {o["metadata"]["name"] for o in cache.list()}  # served stale meanwhile
+    converge(cache, api)
+    failed = [r for r in api.requests if r.status == 500]
+    assert len(failed) >= 5
+
+
+def test_stalled_api_is_detected_by_the_read_timeout(api: KubeAPIServer, reflect) -> None:
+    reflector, cache = reflect(read_timeout=0.5)
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    with api.stalled():  # the open watch goes silent: no events, no bookmarks, no close
+        api.create("priorityclasses", pc("hidden", 1))
+        wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2, timeout=10)
+        assert cache.get("", "hidden") is None
+    converge(cache, api)
+
+
+def test_not_synced_while_the_api_fails_from_the_start(api: KubeAPIServer, reflect) -> None:
+    with api.failing(500):
+        reflector, cache = reflect()
+        wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)
+        assert not reflector.synced
+        assert not reflector.wait_synced(0.05)
+        assert metric("priority_webhook_cache_synced", reflector) == 0
+    assert reflector.wait_synced(5)
+    assert metric("priority_webhook_cache_synced", reflector) == 1
+    converge(cache, api)
+
+
+def test_unreachable_api_retries_until_it_answers(reflect) -> None:
+    api = KubeAPIServer()
+    reflector, _ = reflect(server=api.start())
+    assert reflector.wait_synced(5)
+    api.stop()  # connection refused from now on
+    wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)
+    assert reflector.synced  # synced stays true: the last known state is served
+
+
+# -- auth, lifecycle, metrics ------------------------------------------------------------------------------
+def test_kubeconfig_token_is_sent_and_never_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with KubeAPIServer(token="top-secret-token") as api:
+        reflector = Reflector(api_client(api.kubeconfig(tmp_path / "kubeconfig"), False), PCS, ObjectCache(),
+                              name="auth", **FAST)
+        reflector.start()
+        try:
+            assert reflector.wait_synced(5)  # the token from the kubeconfig was accepted
+            api.token = "rotated-token"  # from now on ours is refused
+            api.drop_watches()
+            wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)
+        finally:
+            reflector.stop(5)
+    assert "HTTP 401" in caplog.text
+    assert "top-secret-token" not in caplog.text
+
+
+def test_stop_interrupts_an_open_watch_at_once(api: KubeAPIServer) -> None:
+    reflector = Reflector(api.api_client(), PCS, ObjectCache(), name="stopper", read_timeout=60)
+    reflector.start()
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    reflector.stop(timeout=5)
+    assert reflector._thread is not None and not reflector._thread.is_alive()
+
+
+def test_backoff_is_exponential_jittered_and_capped() -> None:
+    reflector = Reflector(None, PCS, ObjectCache(), name="backoff", backoff_initial=0.1, backoff_max=2.0)
+    delays = [reflector._next_backoff() for _ in range(12)]
+    steps = [min(2.0, 0.1 * 2**i) for i in range(12)]
+    assert all(step / 2 <= delay <= step for delay, step in zip(delays, steps, strict=True))
+    assert max(delays) <= 2.0
+    assert len(set(delays)) > 1
+
+
+def test_metrics_follow_the_cache(api: KubeAPIServer, reflect) -> None:
+    reflector, _ = reflect()
+    assert reflector.wait_synced(5)
+    assert metric("priority_webhook_cache_objects", reflector) == 2
+    api.create("priorityclasses", pc("a", 1))
+    api.create("priorityclasses", pc("b", 1))
+    api.delete("priorityclasses", "a")
+    wait_for(lambda: metric("priority_webhook_cache_watch_events_total", reflector, type="DELETED") == 1)
+    assert metric("priority_webhook_cache_watch_events_total", reflector, type="ADDED") == 2
+    assert metric("priority_webhook_cache_objects", reflector) == 3
+    stamp = metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector)
+    assert stamp > 0
+    wait_for(lambda: metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector) > stamp,
+             what="bookmarks keep the activity timestamp fresh")
