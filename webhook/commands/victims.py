@@ -15,7 +15,7 @@ from webhook.commands.options import add_output
 from webhook.documents import InputError, dump, load_objects, load_one
 from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.kubelet import ORDER_QOS, ORDERS, Admission, admit_pod
-from webhook.preemption.pods import describe
+from webhook.preemption.pods import describe, pod_ref
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.validate import check_node, check_pod
 
@@ -76,7 +76,8 @@ def _check(check: Any, obj: Any, source: str) -> None:
     try:
         check(obj)
     except InvalidObject as err:
-        who = f" ({describe(obj)})" if isinstance(obj, dict) else ""
+        named = isinstance(obj, dict) and any(pod_ref(obj)[:2])
+        who = f" ({describe(obj)})" if named else ""
         raise InputError(f"{source}{who}: {err}") from None
 
 
