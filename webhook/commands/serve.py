@@ -118,6 +118,8 @@ def _check_store(spec: StoreSpec) -> ClassStore | None:
         raise InputError(f"--kubeconfig/--in-cluster: cluster support is not available: {err}") from None
     try:
         api_client(spec.kubeconfig, spec.in_cluster).close()
+    except InputError:
+        raise
     except Exception as err:  # the kubernetes client raises several unrelated types for a bad config
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{spec.kubeconfig or 'in-cluster config'}: {detail}") from None
