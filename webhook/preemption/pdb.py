@@ -86,7 +86,9 @@ def parse_selector(raw: Any, field: str) -> Selector:
         if not isinstance(value, str):
             raise InvalidPdb(f"{field}.matchLabels.{key}: must be a string")
         requirements.append(Requirement(key, IN, frozenset((value,))))
-    expressions = sel.get("matchExpressions") or []
+    expressions = sel.get("matchExpressions")
+    if expressions is None:
+        expressions = []
     if not isinstance(expressions, list):
         raise InvalidPdb(f"{field}.matchExpressions: must be a list")
     for i, expr in enumerate(expressions):
