@@ -1,0 +1,349 @@
+"""HTTP benchmark: `priority-webhook serve` against a constant-response floor, same gunicorn settings.
+
+Both servers run over TLS on loopback with the same workers/threads (gthread, keep-alive); `wrk` POSTs a
+realistic pod AdmissionReview to /mutate, alternating the two servers round by round so that a noisy
+machine affects both alike. Prints both throughputs, their ratio, and both p99 latencies.
+
+    .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8]
+
+Needs `wrk` (Debian package; installed with apt-get when missing and running as root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from webhook import tls  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RESULT = re.compile(r"RESULT requests=(\d+) duration_us=(\d+) p50_us=(\d+) p99_us=(\d+) errors=(\d+)")
+
+
+def realistic_review() -> dict:
+    """A Deployment's pod as the API server sends it for CREATE: two containers, probes, env, volumes."""
+    container = {
+        "name": "app",
+        "image": "registry.example/team/app:1.42.0",
+        "args": ["--port=8080", "--log-level=info"],
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+        "env": [{"name": f"SETTING_{i}", "value": f"value-{i}"} for i in range(12)],
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/live", "port": 8080}, "periodSeconds": 10},
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/app"},
+            {
+                "name": "kube-api-access",
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True,
+            },
+        ],
+        "imagePullPolicy": "IfNotPresent",
+        "terminationMessagePath": "/dev/termination-log",
+    }
+    sidecar = {
+        **container,
+        "name": "proxy",
+        "image": "registry.example/proxy:2.1",
+        "args": ["--upstream=8080"],
+        "env": container["env"][:4],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "app-7d9c8b6f5d-",
+            "namespace": "shop",
+            "labels": {"app": "app", "pod-template-hash": "7d9c8b6f5d", "team": "checkout"},
+            "annotations": {
+                "kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:00Z",
+                "prometheus.io/scrape": "true",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "app-7d9c8b6f5d",
+                    "uid": "0b5e8a52-52f2-4a2b-9a53-3d3bd2e7d4c1",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "priorityClassName": "high",
+            "containers": [container, sidecar],
+            "volumes": [
+                {"name": "config", "configMap": {"name": "app-config"}},
+                {
+                    "name": "kube-api-access",
+                    "projected": {
+                        "sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]
+                    },
+                },
+            ],
+            "serviceAccountName": "app",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
+            "affinity": {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": {"app": "app"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        }
+                    ]
+                }
+            },
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "schedulerName": "default-scheduler",
+        },
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "2c6e1f6e-9a0e-4f55-8a1c-3f7d3b1e9b10",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "shop",
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            },
+            "object": pod,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("installing wrk with apt-get ...", file=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=False, stdout=subprocess.DEVNULL)
+        if not shutil.which("wrk"):
+            subprocess.run(["apt-get", "update", "-q"], check=False, stdout=subprocess.DEVNULL)
+            subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=False, stdout=subprocess.DEVNULL)
+    found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("wrk is not installed (Debian package: wrk)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def start(name: str, cmd: list[str], port: int, ca: Path, log: Path) -> Server:
+    with open(log, "wb") as out:
+        process = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(name, f"https://127.0.0.1:{port}", process)
+    session = requests.Session()
+    session.trust_env = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{name} exited: {log.read_text()}")
+        try:
+            if session.get(server.url + "/healthz", verify=str(ca), timeout=2).status_code == 200:
+                return server
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)  # startup poll in a script, bounded by the deadline
+    server.stop()
+    raise SystemExit(f"{name} did not start: {log.read_text()}")
+
+
+@dataclass
+class Round:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+
+
+def run_wrk(wrk: str, server: Server, args: argparse.Namespace, review_file: Path, duration: int) -> Round:
+    cmd = [
+        wrk,
+        f"-t{args.wrk_threads}",
+        f"-c{args.connections}",
+        f"-d{duration}s",
+        "--timeout",
+        "5s",
+        "-s",
+        str(HERE / "review.lua"),
+        server.url + "/mutate",
+    ]
+    done = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "REVIEW_FILE": str(review_file)},
+        timeout=duration + 60,
+        check=True,
+    )
+    match = RESULT.search(done.stdout)
+    if not match:
+        raise SystemExit(f"unexpected wrk output:\n{done.stdout}\n{done.stderr}")
+    requests_, duration_us, p50, p99, errors = map(int, match.groups())
+    if errors:
+        raise SystemExit(f"{server.name}: {errors} errors (non-2xx or socket errors):\n{done.stdout}")
+    return Round(requests_ / (duration_us / 1e6), p50 / 1000, p99 / 1000, requests_)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per round and server")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--wrk-threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    wrk = ensure_wrk()
+
+    work = Path(tempfile.mkdtemp(prefix="priority-webhook-bench-"))
+    servers: list[Server] = []
+    try:
+        certs = work / "certs"
+        tls.write_certificates(certs)
+        ca = certs / tls.CA_CERT
+        review_file = work / "review.json"
+        review = realistic_review()
+        review_file.write_text(json.dumps(review))
+        shape = ["--cert-dir", str(certs), "--workers", str(args.workers), "--threads", str(args.threads)]
+        p1, p2 = free_port(), free_port()
+        ours = start(
+            "webhook",
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{p1}",
+                *shape,
+                "--classes",
+                str(REPO / "examples" / "priorityclasses.yaml"),
+            ],
+            p1,
+            ca,
+            work / "webhook.log",
+        )
+        servers.append(ours)
+        floor = start(
+            "floor",
+            [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{p2}", *shape],
+            p2,
+            ca,
+            work / "floor.log",
+        )
+        servers.append(floor)
+
+        check = requests.post(ours.url + "/mutate", json=review, verify=str(ca), timeout=5).json()["response"]
+        assert check["allowed"] and check["patchType"] == "JSONPatch", check
+
+        for server in (ours, floor):  # warm up: imports, first TLS sessions, caches
+            run_wrk(wrk, server, args, review_file, 2)
+        results: dict[str, list[Round]] = {"webhook": [], "floor": []}
+        for i in range(args.rounds):
+            order = (ours, floor) if i % 2 == 0 else (floor, ours)
+            for server in order:
+                r = run_wrk(wrk, server, args, review_file, args.duration)
+                results[server.name].append(r)
+                print(
+                    f"round {i + 1} {server.name:8s} {r.rps:8.0f} req/s  p50 {r.p50_ms:6.2f} ms  "
+                    f"p99 {r.p99_ms:6.2f} ms",
+                    file=sys.stderr,
+                )
+
+        def summary(rounds: list[Round]) -> tuple[float, float]:
+            return statistics.median(r.rps for r in rounds), statistics.median(r.p99_ms for r in rounds)
+
+        (w_rps, w_p99), (f_rps, f_p99) = summary(results["webhook"]), summary(results["floor"])
+        figures = {
+            "webhook_rps": round(w_rps),
+            "floor_rps": round(f_rps),
+            "throughput_ratio": round(w_rps / f_rps, 3),
+            "webhook_p99_ms": round(w_p99, 2),
+            "floor_p99_ms": round(f_p99, 2),
+            "p99_ratio": round(w_p99 / f_p99, 3),
+            "review_bytes": len(review_file.read_bytes()),
+            "rounds": args.rounds,
+            "duration_s": args.duration,
+            "connections": args.connections,
+            "workers": args.workers,
+            "threads": args.threads,
+        }
+        print(
+            f"review body: {figures['review_bytes']} bytes; {args.rounds} rounds x {args.duration:g} s, "
+            f"{args.connections} connections, {args.workers} workers x {args.threads} threads (medians)"
+        )
+        print(f"webhook  {w_rps:8.0f} req/s  p99 {w_p99:6.2f} ms")
+        print(f"floor    {f_rps:8.0f} req/s  p99 {f_p99:6.2f} ms")
+        print(f"ratio    throughput {w_rps / f_rps:.3f}  p99 {w_p99 / f_p99:.3f}")
+        if args.json:
+            print(json.dumps(figures))
+        return 0
+    finally:
+        for server in servers:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
