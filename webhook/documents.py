@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import yaml
@@ -29,21 +29,105 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text") from None
 
 
+# Limits on what a file may make of itself once parsed. Real Kubernetes objects nest a few dozen levels at
+# most; deeper input would only exhaust the interpreter's stack later (copying, printing). Aliases are
+# YAML's way to make a small file expand into a huge document ("billion laughs"); like kubectl's YAML
+# reader (go-yaml's "excessive aliasing" guard) we refuse a document whose aliases expand it too far.
+MAX_DEPTH = 100
+MAX_ALIASED_VALUES = 1_000_000
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (go-yaml, hence kubectl, does too) and counts aliases."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader reports unhashable keys itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"mapping key {key!r} already defined", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"mapping key {key!r} already defined")
+        out[key] = value
+    return out
+
+
+def _yaml_documents(text: str) -> list[tuple[Any, bool]]:
+    """(document, whether it used aliases) for every document."""
+    loader = _Loader(text)
+    out = []
+    try:
+        while loader.check_data():
+            loader.aliases = 0
+            doc = loader.get_data()
+            out.append((doc, loader.aliases > 0))
+    finally:
+        loader.dispose()
+    return out
+
+
+def _check_shape(doc: Any, source: str, aliased: bool) -> None:
+    """Iteratively (no recursion): depth within MAX_DEPTH, aliased expansion within MAX_ALIASED_VALUES."""
+    stack = [(doc, 1)]
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if aliased and count > MAX_ALIASED_VALUES:
+            raise InputError(f"{source}: YAML aliases expand the document beyond {MAX_ALIASED_VALUES} values")
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise InputError(f"{source}: nested too deeply (over {MAX_DEPTH} levels)")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """The problem and where, on one line (PyYAML's first line is often only the context)."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{err.problem}{where}"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
     """Every non-empty document in `text`, with `v1 List` items flattened in order."""
     stripped = text.lstrip()
     try:
         if stripped.startswith(("{", "[")):
-            docs = [json.loads(text)]
+            docs = [(json.loads(text, object_pairs_hook=_no_duplicate_keys), False)]
         else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{source}: not valid YAML or JSON: {detail}") from None
+            docs = [(d, aliased) for d, aliased in _yaml_documents(text) if d is not None]
+    except yaml.YAMLError as err:
+        raise InputError(f"{source}: not valid YAML or JSON: {_yaml_error(err)}") from None
+    except ValueError as err:  # json.JSONDecodeError and duplicate keys
+        raise InputError(f"{source}: not valid YAML or JSON: {str(err).splitlines()[0]}") from None
     except RecursionError:
         raise InputError(f"{source}: nested too deeply") from None
     out: list[Any] = []
-    for doc in docs:
+    for doc, aliased in docs:
+        _check_shape(doc, source, aliased)
         out.extend(_flatten(doc, source))
     return out
 

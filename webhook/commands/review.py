@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     denied = False
     for source, doc in load_objects(args.files):
         kind = doc.get("kind") if isinstance(doc, dict) else None
+        if not isinstance(kind, str):  # also keeps unhashable kinds (lists, maps) out of the lookups below
+            kind = None if kind is None else repr(kind)
         if kind == "AdmissionReview":
             outputs.append(_review(source, doc, stage, classes, options))
         elif kind in OBJECT_KINDS:
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 outputs.append(result)
         else:
-            raise InputError(f"{source}: kind {kind!r} is not an AdmissionReview, Pod or PriorityClass")
+            shown = kind if kind is None or len(kind) <= 64 else kind[:64] + "..."  # one short line
+            raise InputError(f"{source}: kind {shown!r} is not an AdmissionReview, Pod or PriorityClass")
     if len(outputs) == 1:
         sys.stdout.write(dump(outputs[0], args.output))
     elif outputs:
@@ -93,13 +96,16 @@ def _object(
         "kind": {"group": group, "version": version, "kind": obj["kind"]},
         "resource": {"group": group, "version": version, "resource": resource},
         "operation": "CREATE",
-        "name": meta.get("name") or "",
+        # A non-string name is left for the object's own schema to report as metadata.name.
+        "name": meta.get("name") if isinstance(meta.get("name"), str) else "",
         "object": obj,
         "oldObject": None,
         "dryRun": True,
     }
     if resource == "pods":
         own = meta.get("namespace")
+        if not isinstance(own, str):
+            own = None  # reported by the object's schema as metadata.namespace
         if own and namespace and own != namespace:
             raise InputError(
                 f'{source}: the namespace from the provided object "{own}" does not match '

@@ -6,6 +6,7 @@ costs no more than validating a small one.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
@@ -87,19 +88,32 @@ OBJECT_SCHEMAS: dict[str, Schema] = {"pods": Pod(), "priorityclasses.scheduling.
 REVIEW_SCHEMA = AdmissionReviewSchema()
 
 
+# A field name taken from the input (an annotation key) is quoted beyond this length or when unprintable,
+# so that the error stays one short line whatever the client sent.
+MAX_FIELD_NAME = 64
+
+
+def _field_name(key: Any) -> str:
+    name = str(key)
+    if name.isprintable() and len(name) <= MAX_FIELD_NAME:
+        return name
+    short = name[:MAX_FIELD_NAME]
+    return json.dumps(short) + ("..." if len(name) > len(short) else "")
+
+
 def first_error(err: ValidationError, prefix: str = "") -> str:
     """Marshmallow's nested error dict as one line naming the first offending field."""
     messages: Any = err.messages
     path = [prefix] if prefix else []
     while isinstance(messages, dict) and messages:
         key = sorted(messages, key=str)[0]
-        path.append(str(key))
+        path.append(_field_name(key))
         messages = messages[key]
     if isinstance(messages, list) and messages:
         messages = messages[0]
         while isinstance(messages, dict) and messages:  # errors inside a list or dict element
             key = sorted(messages, key=str)[0]
-            path.append(str(key))
+            path.append(_field_name(key))
             messages = messages[key]
             if isinstance(messages, list) and messages:
                 messages = messages[0]

@@ -1,0 +1,113 @@
+"""Inputs the fuzzers found mishandled, pinned as plain tests (each names what used to go wrong)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fuzz import strategies
+from tests.fuzz.cli import assert_clear_error, run
+from tests.fuzz.oracle import CLASSES, CLASSES_YAML, assert_one_line
+from webhook.documents import MAX_DEPTH, InputError, parse_documents
+from webhook.review import MalformedReview, Stage, handle_review
+
+
+def pod_review(obj):
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "resource": {"group": "", "version": "v1", "resource": "pods"},
+                    "operation": "CREATE", "namespace": "default", "object": obj},
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        ("a\nb", '"a\\nb"'),  # used to split the error over two lines
+        ("k" * 5000, '"' + "k" * 64 + '"...'),  # used to echo all 5000 characters
+        ("\x00", '"\\u0000"'),
+    ],
+)
+def test_annotation_keys_from_the_input_are_quoted_in_errors(key, shown):
+    body = pod_review({"metadata": {"name": "p", "annotations": {key: 1}}})
+    with pytest.raises(MalformedReview) as err:
+        handle_review(body, Stage.MUTATE, CLASSES)
+    assert str(err.value) == f"request.object.metadata.annotations.{shown}.value: Not a valid string."
+    assert_one_line(str(err.value), bound=200)
+
+
+BILLION_LAUGHS = strategies.YAML_ODDITIES[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        # used to hang printing an exponentially expanded document with -o json
+        (BILLION_LAUGHS, "f: YAML aliases expand the document beyond 1000000 values"),
+        # used to build a self-referencing document
+        ("&r [*r]\n", f"f: nested too deeply (over {MAX_DEPTH} levels)"),
+        # used to keep the last of two values silently
+        ("kind: Pod\nkind: PriorityClass\n", "f: not valid YAML or JSON: mapping key 'kind' already defined (line 2, column 1)"),
+        ('{"kind": "Pod", "kind": "PriorityClass"}', "f: not valid YAML or JSON: mapping key 'kind' already defined"),
+        # used to give only PyYAML's context line ("while scanning for the next token")
+        ("\tkind: Pod\n", "f: not valid YAML or JSON: found character '\\t' that cannot start any token (line 1, column 1)"),
+        # used to pass and overflow the stack later (copying the object to apply the patch)
+        ('{"kind": "Pod", "spec": ' + "[" * 500 + "]" * 500 + "}", f"f: nested too deeply (over {MAX_DEPTH} levels)"),
+    ],
+)
+def test_documents_refuse_what_kubectl_refuses(text, error):
+    with pytest.raises(InputError) as err:
+        parse_documents(text, "f")
+    assert str(err.value) == error
+
+
+def test_aliases_within_the_budget_and_merge_keys_still_load():
+    docs = parse_documents("base: &b {name: p}\nkind: Pod\nmetadata: {<<: *b}\nother: *b\n", "f")
+    assert docs == [{"base": {"name": "p"}, "kind": "Pod", "metadata": {"name": "p"}, "other": {"name": "p"}}]
+
+
+def test_depth_limit_admits_the_limit_itself():
+    value: object = "x"
+    for _ in range(MAX_DEPTH - 1):
+        value = [value]
+    assert parse_documents(json.dumps({"a": value}), "f") == [{"a": value}]
+
+
+@pytest.fixture
+def files(tmp_path):
+    classes = tmp_path / "classes.yaml"
+    classes.write_text(CLASSES_YAML)
+
+    def review(content: str, *extra: str):
+        path = tmp_path / "in.yaml"
+        path.write_text(content)
+        return run(["review", str(path), "--classes", str(classes), *extra])
+
+    return review
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        # used to crash with TypeError: unhashable type: 'list'
+        ("kind: [Pod]\n", "kind \"['Pod']\" is not an AdmissionReview, Pod or PriorityClass"),
+        # used to echo the whole 10 kB kind
+        ("kind: " + "x" * 10000 + "\n", "kind '" + "x" * 64 + "...' is not an AdmissionReview, Pod or PriorityClass"),
+        # used to blame request.name, a field the user never wrote (YAML 1.1 reads `yes` as true)
+        ("kind: PriorityClass\nmetadata: {name: yes}\nvalue: 1\n", "metadata.name: Not a valid string."),
+        ("kind: Pod\nmetadata: {name: 5}\n", "metadata.name: Not a valid string."),
+        ("kind: Pod\nmetadata: {name: p, namespace: [a]}\n", "metadata.namespace: Not a valid string."),
+    ],
+)
+def test_review_names_the_field_the_user_wrote(files, content, error):
+    outcome = files(content)
+    assert_clear_error(outcome, "review")
+    assert outcome.err.rstrip("\n").endswith(f"document 1: {error}")
+
+
+def test_review_with_an_alias_bomb_ends_quickly_with_an_error(files):
+    outcome = files(BILLION_LAUGHS, "-o", "json")
+    assert_clear_error(outcome, "review")
+    assert "YAML aliases expand the document" in outcome.err
