@@ -3,8 +3,8 @@
 Why these settings:
 - `gthread`: a sync worker closes the connection after each response, so every review would pay a TLS
   handshake; gthread keeps connections alive and serves `threads` requests at once per worker.
-- keep-alive longer than the API server's idle connections usually live, so the server rarely closes a
-  connection the client is about to reuse (a POST on a just-closed connection fails, it is not retried).
+- keep-alive of 75 s: the API server keeps idle connections to a webhook for about a minute and a half
+  (Go's default), so a short server-side keep-alive would mean a fresh handshake for most reviews.
 - the app is loaded in each worker after the fork (no preload), so a cluster-backed class store opens
   its own watch per process; the master only validates the configuration, to fail fast.
 - no access log by default; gunicorn never logs bodies, and neither do we.
