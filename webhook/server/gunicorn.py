@@ -133,6 +133,10 @@ def metrics_dir() -> Iterator[Path]:
     finally:
         if os.getpid() == owner:
             shutil.rmtree(path, ignore_errors=True)
+            if parent is None:
+                del os.environ[METRICS_ENV]
+            else:
+                os.environ[METRICS_ENV] = parent
 
 
 def cert_files(cert_dir: Path) -> tuple[Path, Path]:
