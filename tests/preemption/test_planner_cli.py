@@ -246,3 +246,21 @@ def test_real_process_reads_a_kubectl_dump_from_stdin(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["victims"] == [{"namespace": "default", "name": "a", "priority": 0}]
+
+
+def test_a_leftover_priority_that_contradicts_the_class_is_an_error(tmp_path, files, capsys):
+    stale = write(tmp_path, "stale.json", pod("job", "", 5, VL, class_name="batch-high"))
+    code, _, err = plan(["--cluster", files["cluster"], "--pod", stale, "--classes", files["classes"]], capsys)
+    assert code == 2
+    assert err.endswith("stale.json: Pod default/job: spec.priority 5 does not match PriorityClass batch-high "
+                        "(1000); remove spec.priority to plan with the class\n")
+
+
+def test_a_dumped_pod_keeps_its_priority_and_takes_the_policy_of_its_class(tmp_path, files, capsys):
+    dumped = write(tmp_path, "dumped.json", pod("job", "", 1000, VL, class_name="polite"))
+    code, out, _ = plan(["--cluster", files["cluster"], "--pod", dumped, "--classes", files["classes"]], capsys)
+    assert code == 1 and "preemptionPolicy=Never" in json.loads(out)["message"]
+    # an unknown class with a priority set: the priority is what the scheduler reads
+    unknown = write(tmp_path, "unknown.json", pod("job", "", 1000, VL, class_name="elsewhere"))
+    code, out, _ = plan(["--cluster", files["cluster"], "--pod", unknown], capsys)
+    assert code == 0 and json.loads(out)["node"] == "node2"

@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.pod}: expected kind Pod, got {kind!r}")
     try:
         classes = _classes(objects, args.classes)
-        resolver = _resolver(classes, PodOptions(legacy_critical_annotation=args.legacy_critical_annotation))
-        preemptor = read_pod(pod_obj, args.pod, -1, resolver)
+        options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)
+        resolver = _resolver(classes, options)
+        preemptor = read_pod(pod_obj, args.pod, -1, _resolver(classes, options, what_if=True))
         if preemptor is None:
             raise InputError(f"{args.pod}: status.phase: the pod has already terminated")
         snapshot = build_snapshot(objects, resolver, exclude=lambda p: same_pod(p, preemptor))
@@ -108,9 +109,9 @@ def _classes(objects: list[tuple[str, Any]], files: list[str]) -> ClassSet:
     return StaticClassStore([*snapshot_classes(objects), *load_classes(files)]).snapshot()
 
 
-def _resolver(classes: ClassSet, options: PodOptions) -> PriorityResolver:
+def _resolver(classes: ClassSet, options: PodOptions, *, what_if: bool = False) -> PriorityResolver:
     def resolve(pod: Any, namespace: str) -> tuple[int, str]:
-        return resolve_priority(pod, namespace, classes, options)
+        return resolve_priority(pod, namespace, classes, options, what_if=what_if)
 
     return resolve
 

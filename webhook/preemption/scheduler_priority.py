@@ -32,11 +32,28 @@ def resolve_priority(
     namespace: str,
     classes: ClassSet,
     options: PodOptions = DEFAULT_POD_OPTIONS,
+    *,
+    what_if: bool = False,
 ) -> tuple[int, str]:
-    """(priority, preemptionPolicy): the pod's own fields when it has a priority, else what admission sets."""
+    """(priority, preemptionPolicy): the pod's own fields when it has a priority, else what admission sets.
+
+    `what_if` is for the pod being planned: a class that is known and says otherwise than a leftover
+    `spec.priority` is an error (the question is "what if it had this class"), and an unset policy is the
+    class's.
+    """
     spec = pod.get("spec") or {}
     priority = spec.get("priority")
     policy = spec.get("preemptionPolicy")
+    class_name = spec.get("priorityClassName")
+    if what_if and priority is not None and isinstance(class_name, str) and class_name in classes:
+        pc = classes[class_name]
+        if is_int(priority) and priority != pc.value:
+            raise UnresolvablePriority(
+                f"spec.priority {priority} does not match PriorityClass {class_name} ({pc.value}); "
+                "remove spec.priority to plan with the class"
+            )
+        if policy is None:
+            policy = pc.preemption_policy
     if priority is None:
         meta = pod.get("metadata") or {}
         request = Request(CREATE, POD_RESOURCE, dict(pod), namespace=namespace, name=meta.get("name") or "")
