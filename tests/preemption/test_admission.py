@@ -232,7 +232,7 @@ def test_unknown_order_is_refused():
         ([1], r"^pods\[0\]: must be an object$"),
         (
             [pod("bad", "lots")],
-            r"^pod default/bad: spec.containers\[0\].resources.requests.cpu: invalid quantity 'lots'$",
+            r"^pods\[0\] \(default/bad\): spec.containers\[0\].resources.requests.cpu: invalid quantity 'lots'$",
         ),
         (
             [{**pod("bad"), "status": "Running"}],

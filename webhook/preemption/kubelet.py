@@ -26,16 +26,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.policy.constants import (
+    CONFIG_SOURCE_ANNOTATION,
+    MIRROR_POD_ANNOTATION,
+    SYSTEM_CRITICAL_PRIORITY,
+)
 from webhook.preemption.pods import (
+    API_SOURCE,
     describe,
     is_mirror_pod,
     is_static_pod,
     is_terminating,
+    pod_ref,
     priority_of,
-    same_pod,
+    same_ref,
 )
 from webhook.preemption.predicates import (
+    TERMINAL_PHASES,
     Reason,
     is_terminal,
     non_resource_reasons,
@@ -176,28 +183,51 @@ def smaller_resource_request(a: Candidate, b: Candidate) -> bool:
 
 
 def by_distance(pods: Sequence[Candidate], reqs: Requirements) -> list[Candidate]:
-    """`getPodsToPreemptByDistance`: greedy, closest pod first, with upstream's swap-remove."""
+    """`getPodsToPreemptByDistance`: greedy, closest pod first, with upstream's swap-remove.
+
+    Same arithmetic and scan as upstream; for speed the distance is computed once per distinct request
+    vector per round, and `smallerResourceRequest` is a (memory, cpu) tuple comparison (`<=`: True on
+    equality, so the later pod wins ties).
+    """
     pods = list(pods)
+    position = {name: i for i, (name, _) in enumerate(reqs)}
+    vector_ids: dict[tuple[int, ...], int] = {}
+    vectors: list[tuple[int, ...]] = []
+    ids: list[int] = []
+    sizes: list[tuple[int, int]] = []
+    for pod in pods:
+        requests = pod.requests
+        vector = tuple(requests.get(name, 0) for name in position)
+        vid = vector_ids.setdefault(vector, len(vectors))
+        if vid == len(vectors):
+            vectors.append(vector)
+        ids.append(vid)
+        sizes.append((requests.get(MEMORY, 0), requests.get(CPU, 0)))
     evict: list[Candidate] = []
     while reqs:
         if not pods:
             raise NoVictims(NO_VICTIMS + requirements_string(reqs))
-        best, best_index = float(len(reqs) + 1), 0
-        for i, pod in enumerate(pods):
-            requests = pod.requests
-            d = 0.0  # distance(reqs, pod), inlined: this loop is the whole cost of the search
-            for name, q in reqs:
-                remaining = q - requests.get(name, 0)
+        wanted = [(position[name], q) for name, q in reqs]
+        distances = []
+        for vector in vectors:
+            d = 0.0
+            for pos, q in wanted:
+                remaining = q - vector[pos]
                 if remaining > 0:
                     fraction = remaining / q
                     d += fraction * fraction
-            if d < best or (d == best and smaller_resource_request(pod, pods[best_index])):
+            distances.append(d)
+        best, best_index = float(len(reqs) + 1), 0
+        for i, vid in enumerate(ids):
+            d = distances[vid]
+            if d < best or (d == best and sizes[i] <= sizes[best_index]):
                 best, best_index = d, i
         chosen = pods[best_index]
         reqs = subtract(reqs, [chosen])
         evict.append(chosen)
-        pods[best_index] = pods[-1]
-        pods.pop()
+        for column in (pods, ids, sizes):
+            column[best_index] = column[-1]  # type: ignore[index]
+            column.pop()
     return evict
 
 
@@ -282,28 +312,82 @@ class Admission:
     rejection: tuple[str, str] | None = None
 
 
-def _admission_key(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    return (
-        str(meta.get("creationTimestamp") or ""),
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What admission needs of one pod, read once."""
+
+    pod: Mapping[str, Any]
+    kubelet: dict[str, int]  # GetResourceRequest view: what it frees as a victim
+    scheduler: dict[str, int]  # computePodResourceRequest view: what it holds on the node
+    terminal: bool
+    terminating: bool
+    static_or_mirror: bool
+    priority: int | None
+
+    def critical(self, critical_priority: int) -> bool:
+        return self.static_or_mirror or (self.priority is not None and self.priority >= critical_priority)
+
+    def admission_key(self) -> tuple[str, ...]:
+        meta = self.pod.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        return (
+            str(meta.get("creationTimestamp") or ""),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+        )
+
+
+def _facts(pod: Mapping[str, Any]) -> _Facts:
+    """Reads a pod; a direct path for well-formed API objects, the checked accessors for anything else."""
+    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status") or {}
+    annotations = meta.get("annotations") if type(meta) is dict else None
+    priority = spec.get("priority") if type(spec) is dict else None
+    if (
+        type(meta) is dict
+        and type(spec) is dict
+        and type(status) is dict
+        and (annotations is None or type(annotations) is dict)
+        and (priority is None or type(priority) is int)
+    ):
+        annotations = annotations or {}
+        source = annotations.get(CONFIG_SOURCE_ANNOTATION)
+        kubelet, scheduler = request_views(pod)
+        return _Facts(
+            pod,
+            kubelet,
+            scheduler,
+            status.get("phase") in TERMINAL_PHASES,
+            meta.get("deletionTimestamp") is not None,
+            (source is not None and source != API_SOURCE) or MIRROR_POD_ANNOTATION in annotations,
+            priority,
+        )
+    kubelet, scheduler = request_views(pod)
+    return _Facts(
+        pod,
+        kubelet,
+        scheduler,
+        is_terminal(pod),
+        is_terminating(pod),
+        is_static_pod(pod) or is_mirror_pod(pod),
+        priority_of(pod),
     )
 
 
-def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[Mapping[str, Any]]:
+def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
     """The other admitted pods: not terminal, not the pod itself, in admission order."""
     active = []
+    ref = pod_ref(pod)
     for i, other in enumerate(pods):
-        if not isinstance(other, Mapping):
+        if not isinstance(other, dict):
             raise InvalidObject(f"pods[{i}]: must be an object")
         try:
-            if is_terminal(other) or same_pod(pod, other):
-                continue
+            facts = _facts(other)
         except InvalidObject as err:
             raise InvalidObject(f"pods[{i}] ({describe(other)}): {err}") from None
-        active.append(other)
-    return sorted(active, key=_admission_key)
+        if facts.terminal or same_ref(ref, other):
+            continue
+        active.append(facts)
+    return sorted(active, key=_Facts.admission_key)
 
 
 def _rejection(reasons: Sequence[Reason]) -> tuple[str, str]:
@@ -329,29 +413,25 @@ def admit_pod(
         raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
     allocatable = _with_prefix("node", node_allocatable, node)
     active = _active_pods(pod, pods)
-    views = []
-    for other in active:
-        try:
-            views.append(request_views(other))
-        except InvalidObject as err:
-            raise InvalidObject(f"pod {describe(other)}: {err}") from None
-    used = total(view[1] for view in views)
+    used = total(f.scheduler for f in active)
     try:
         request = dict(request_views(pod)[1])
         # The kubelet drops extended resources the node does not advertise (removeMissingExtendedResources):
         # they are cluster-level resources handled elsewhere.
         for name in [n for n in request if is_extended_resource(n) and n not in allocatable]:
             del request[name]
-        reasons = resource_reasons(request, allocatable, used) + non_resource_reasons(pod, node, active)
+        others = [f.pod for f in active]
+        reasons = resource_reasons(request, allocatable, used) + non_resource_reasons(pod, node, others)
         is_critical(pod, critical_priority)  # reads spec.priority and annotations: fail here, named
     except InvalidObject as err:
         raise InvalidObject(f"pod {describe(pod)}: {err}") from None
     if not reasons:
         return Admission(admit=True, fits=True, reasons=[], victims=[], error=None)
+    # Terminating, mirror and static pods hold resources but are never victims (see the module docstring).
     candidates = [
-        Candidate(other, view[0], qos_class(other), priority_of(other), is_critical(other, critical_priority))
-        for other, view in zip(active, views, strict=True)
-        if not (is_terminating(other) or is_mirror_pod(other) or is_static_pod(other))
+        Candidate(f.pod, f.kubelet, qos_class(f.pod), f.priority, f.critical(critical_priority))
+        for f in active
+        if not (f.terminating or f.static_or_mirror)
     ]
     handled = handle_admission_failure(
         pod, candidates, reasons, order=order, critical_priority=critical_priority

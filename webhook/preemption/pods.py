@@ -53,8 +53,13 @@ def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
 
 def same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """By uid when both have one, else by namespace/name."""
-    ns_a, name_a, uid_a = pod_ref(a)
-    ns_b, name_b, uid_b = pod_ref(b)
+    return same_ref(pod_ref(a), b)
+
+
+def same_ref(ref: tuple[str, str, str], pod: Mapping[str, Any]) -> bool:
+    """`same_pod` with one side's `pod_ref` computed once (admission compares one pod with many)."""
+    ns_a, name_a, uid_a = ref
+    ns_b, name_b, uid_b = pod_ref(pod)
     if uid_a and uid_b:
         return uid_a == uid_b
     return bool(name_a) and (ns_a, name_a) == (ns_b, name_b)

@@ -33,6 +33,7 @@ TAINT_TOLERATION = "TaintToleration"
 TAINT_TOLERATION_MESSAGE = "node(s) had taints that the pod didn't tolerate"
 
 _FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
+TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -310,4 +311,4 @@ def non_resource_reasons(
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     """Phase Succeeded or Failed: the pod holds no resources any more."""
     status = field(pod, "status", "pod", default={})
-    return status.get("phase") in ("Succeeded", "Failed")
+    return status.get("phase") in TERMINAL_PHASES

@@ -190,6 +190,49 @@ def pod_level_resources(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[st
     return None
 
 
+class _Unusual(Exception):
+    """The fast path met something it does not handle; the checked path decides (and names errors)."""
+
+
+def _plain_requests(pod: Any) -> dict[str, int]:
+    """Summed container requests (nano) of the common pod: well-formed, string quantities, no init
+    containers, overhead or pod-level resources. Anything else raises _Unusual."""
+    if type(pod) is not dict:
+        raise _Unusual
+    spec = pod.get("spec")
+    if spec is None:
+        return {}
+    if type(spec) is not dict or "initContainers" in spec or "overhead" in spec or "resources" in spec:
+        raise _Unusual
+    containers = spec.get("containers")
+    if containers is None:
+        return {}
+    if type(containers) is not list:
+        raise _Unusual
+    result: dict[str, int] = {}
+    for container in containers:
+        if type(container) is not dict:
+            raise _Unusual
+        resources = container.get("resources")
+        if resources is None:
+            continue
+        if type(resources) is not dict:
+            raise _Unusual
+        requests = resources.get("requests")
+        if requests is None:
+            continue
+        if type(requests) is not dict:
+            raise _Unusual
+        for name, value in requests.items():
+            if type(name) is not str or type(value) is not str:
+                raise _Unusual
+            nano = _nano_cached(value)
+            if nano is None or nano < 0:
+                raise _Unusual
+            result[name] = result.get(name, 0) + nano
+    return result
+
+
 def request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     """(kubelet view, scheduler view) of the pod's requests, both with `pods: 1`.
 
@@ -198,6 +241,17 @@ def request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int
     used by `noderesources.Fits` for the admitted pod and the node's used resources): containers, the
     supported pod-level requests on top, overhead always.
     """
+    try:
+        plain = _plain_requests(pod)
+    except _Unusual:
+        return _checked_request_views(pod)
+    # Without overhead and pod-level resources both views are the container sum.
+    view = {name: -(-q // MILLI_IN_NANO) if name == CPU else -(-q // NANO) for name, q in plain.items()}
+    view[PODS] = 1
+    return view, dict(view)
+
+
+def _checked_request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     spec = spec_of(pod)
     overhead = _resource_list(spec, "overhead", "spec")
     pod_level = pod_level_resources(pod)
