@@ -65,6 +65,20 @@ def read_body(environ: dict[str, Any], content_length: int | None) -> bytes:
     return b"".join(chunks)
 
 
+def drain_body(environ: dict[str, Any], content_length: int | None) -> None:
+    """Read whatever part of a declared body (within the limit) the handler left unread.
+
+    Errors (wrong Content-Type, 404, 405) are answered without reading the body. gunicorn then closes a
+    kept-alive connection with more than 64 KiB left unread, or mistakes the late rest of a TLS body for
+    the next request; either way the client, often still sending, gets a reset instead of our answer.
+    """
+    if content_length is None or content_length > MAX_BODY_BYTES:
+        return
+    stream = environ["wsgi.input"]
+    while stream.read(65536):
+        pass
+
+
 def check_content_type(content_type: str | None) -> None:
     mimetype = (content_type or "").split(";", 1)[0].strip().lower()
     if mimetype != JSON:
@@ -120,6 +134,11 @@ def create_app(store: ClassStore, options: PodOptions = DEFAULT_POD_OPTIONS) -> 
     app = Flask(__name__)
     for stage in (Stage.MUTATE, Stage.VALIDATE):
         app.add_url_rule(f"/{stage.value}", view_func=review_view(stage, store, options), methods=["POST"])
+
+    @app.after_request
+    def finish_body(response: Response) -> Response:  # also runs after the error handlers below
+        drain_body(request.environ, request.content_length)
+        return response
 
     @app.get("/healthz")
     def healthz() -> Response:
