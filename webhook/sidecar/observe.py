@@ -32,10 +32,10 @@ class ObservabilityServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
+        if self._thread is not None:  # shutdown() waits for serve_forever: only after start()
+            self._server.shutdown()
             self._thread.join(timeout=5)
+        self._server.server_close()
 
     def respond(self, path: str) -> tuple[int, str, bytes]:
         if path == "/healthz":
