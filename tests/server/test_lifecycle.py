@@ -89,6 +89,14 @@ def test_certificate_rotation_without_restart_or_failed_request(tmp_path: Path) 
         assert failures == []
         assert seen[0] == old and new in seen and set(seen) == {old, new}
 
+        # A client that sends no SNI (an IP address as the host) gets the new certificate too: the context
+        # is chosen per connection, not through an SNI callback.
+        by_ip = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
+        by_ip.request("GET", "/healthz")
+        assert by_ip.getresponse().status == 200
+        assert serial_of(by_ip.sock.getpeercert(binary_form=True)) == new
+        by_ip.close()
+
         # A connection opened before the rotation keeps working with the certificate it agreed on.
         kept.request("GET", "/healthz")
         assert kept.getresponse().status == 200
