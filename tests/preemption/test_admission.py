@@ -248,3 +248,28 @@ def test_malformed_pods_name_the_pod_and_field(pods, message):
 def test_malformed_node_names_the_field():
     with pytest.raises(InvalidObject, match=r"^node: status.allocatable.memory: invalid quantity 'big'$"):
         admit_pod(pod("new"), node(memory="big"), [])
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec_os", "node_os", "reason"),
+    [
+        ({"kubernetes.io/os": "windows"}, None, None, "PodOSSelectorNodeLabelDoesNotMatch"),
+        ({"kubernetes.io/os": "windows"}, None, "windows", None),
+        ({"kubernetes.io/os": "linux"}, None, None, None),
+        ({}, {"name": "windows"}, None, "PodOSNotSupported"),
+        ({}, {"name": "windows"}, "windows", None),
+        ({}, {"name": "linux"}, "linux", None),
+    ],
+)
+def test_os_checks_come_first_and_never_preempt(labels, spec_os, node_os, reason):
+    preemptor = critical(cpu="1")
+    preemptor["metadata"]["labels"] = labels
+    if spec_os:
+        preemptor["spec"]["os"] = spec_os
+    n = node(labels={"kubernetes.io/os": node_os} if node_os else {})
+    got = admit_pod(preemptor, n, [pod("a", "4", priority=0)])
+    if reason is None:
+        assert got.admit and [v["name"] for v in got.victims] == ["a"]
+    else:
+        assert (got.admit, got.victims, [r.reason for r in got.reasons]) == (False, [], [reason])
+        assert got.rejection == (got.reasons[0].reason, got.reasons[0].message)

@@ -46,6 +46,7 @@ from webhook.preemption.predicates import (
     Reason,
     is_terminal,
     non_resource_reasons,
+    os_mismatch,
     resource_reasons,
 )
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
@@ -412,6 +413,12 @@ def admit_pod(
     if order not in ORDERS:
         raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
     allocatable = _with_prefix("node", node_allocatable, node)
+    try:
+        wrong_os = os_mismatch(pod, node)
+    except InvalidObject as err:
+        raise InvalidObject(f"pod {describe(pod)}: {err}") from None
+    if wrong_os is not None:  # rejected before the predicates: preemption cannot help
+        return Admission(False, False, [wrong_os], [], None, rejection=(wrong_os.reason, wrong_os.message))
     active = _active_pods(pod, pods)
     used = total(f.scheduler for f in active)
     try:

@@ -308,6 +308,31 @@ def non_resource_reasons(
     return [r for r in checks if r is not None]
 
 
+OS_LABEL = "kubernetes.io/os"
+DEFAULT_OS = "linux"  # the kubelet's runtime.GOOS when the node does not say
+OS_SELECTOR_MISMATCH = Reason(
+    "PodOSSelectorNodeLabelDoesNotMatch",
+    "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label",
+)
+OS_NOT_SUPPORTED = Reason("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
+
+
+def os_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | None:
+    """The kubelet's OS checks, before any predicate (and so never a reason to preempt).
+
+    The pod's `kubernetes.io/os` *label* and its `spec.os.name` must be the node's OS; the kubelet sets
+    the node's `kubernetes.io/os` label from its own OS, which is what is compared here.
+    """
+    node_os = _labels(node).get(OS_LABEL) or DEFAULT_OS
+    pod_labels = field(field(pod, "metadata", "pod", default={}), "labels", "metadata", default={})
+    if OS_LABEL in pod_labels and pod_labels[OS_LABEL] != node_os:
+        return OS_SELECTOR_MISMATCH
+    pod_os = field(spec_of(pod), "os", "spec")
+    if pod_os is not None and pod_os.get("name") != node_os:
+        return OS_NOT_SUPPORTED
+    return None
+
+
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     """Phase Succeeded or Failed: the pod holds no resources any more."""
     status = field(pod, "status", "pod", default={})

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.preemption.pods import is_mirror_pod, is_static_pod, is_terminating, priority_of
-from webhook.preemption.predicates import host_port_conflicts, is_terminal, untolerated_taint
+from webhook.preemption.predicates import host_port_conflicts, is_terminal, os_mismatch, untolerated_taint
 from webhook.preemption.qos import qos_class
 from webhook.preemption.resources import InvalidObject, field, node_allocatable, request_views, spec_of
 
@@ -42,6 +42,7 @@ def check_pod(pod: Any) -> None:
     is_terminating(pod)
     host_port_conflicts(pod, [pod])
     untolerated_taint(pod, _EMPTY_NODE)
+    os_mismatch(pod, _EMPTY_NODE)
 
 
 def check_node(node: Any) -> None:
