@@ -20,6 +20,7 @@ SIDECAR_GRANTS = (
     | {(group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")}
 )
 DELETE_PODS = {("", "pods", "delete")}
+PATCH_PODS = {("", "pods", "patch")}  # the preemption record on the rejected pod (not needed in dry-run)
 
 
 def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -37,10 +38,10 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     "scenario, sidecar",
     [
         ("default", None),
-        ("sidecar", SIDECAR_GRANTS),
-        ("sidecar-ignore-pdb", SIDECAR_GRANTS | DELETE_PODS),
-        ("sidecar-recreate-rejected", SIDECAR_GRANTS | DELETE_PODS),
-        ("observability", SIDECAR_GRANTS),
+        ("sidecar", SIDECAR_GRANTS | PATCH_PODS),
+        ("sidecar-ignore-pdb", SIDECAR_GRANTS | DELETE_PODS),  # dry run
+        ("sidecar-recreate-rejected", SIDECAR_GRANTS | PATCH_PODS | DELETE_PODS),
+        ("observability", SIDECAR_GRANTS | PATCH_PODS),
     ],
 )
 def test_grants_are_exactly_what_each_component_needs(
