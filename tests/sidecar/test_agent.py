@@ -268,3 +268,17 @@ def test_record_written_on_a_stale_view_is_refused(cluster, sidecar):
     fresh = cluster.pod("crit")
     assert agent._write_record(fresh, rec.Record(rec.DONE))
     assert record_of(cluster.pod("crit"))["state"] == rec.DONE
+
+
+def test_forbidden_record_write_evicts_nothing_and_says_so_once(cluster, sidecar):
+    """Without RBAC patch on pods the record cannot be written, so nothing may be evicted."""
+    cluster.add(pod("low", cpu="800m"))
+    cluster.api.fail_next(1 << 30, 403, match=lambda method, path: method == "PATCH")
+    agent = sidecar()
+    cluster.add(rejected("crit"))
+    wait_for(lambda: cluster.events("crit", "PreemptionFailed"), what="forbidden reported")
+    steps = agent.steps
+    wait_for(lambda: agent.steps >= steps + 3, what="more sidecar passes")
+    assert cluster.evictions.attempts == []
+    (event,) = cluster.events("crit", "PreemptionFailed")
+    assert "may not patch pods" in event["message"]

@@ -249,6 +249,17 @@ class Sidecar:
                 self.api_client, "PATCH", path, ops, content_type="application/json-patch+json"
             )
         except ApiException as err:
+            if err.status == 403:  # RBAC without patch on pods: say so once, loudly, instead of every pass
+                key = "forbidden-record"
+                if key not in self._reported:
+                    self._reported.add(key)
+                    message = (
+                        "Cannot record preemption state on this pod: the sidecar may not patch pods "
+                        "(grant patch on pods, or run with --dry-run); nothing will be evicted"
+                    )
+                    log.error("%s: %s", ref(pod), message)
+                    self.events.record(pod, WARNING, "PreemptionFailed", message)
+                return False
             # 422: the pod changed since this view (or is gone); the watch brings the new version.
             log.info(
                 "not recording preemption state on %s (%s); will re-evaluate",
