@@ -279,6 +279,14 @@ def test_fail_next_fails_exactly_n_requests(api: KubeAPIServer) -> None:
     assert [r.status for r in api.requests[-3:]] == [503, 503, 200]
 
 
+def test_faults_can_target_some_requests_only(api: KubeAPIServer) -> None:
+    with api.failing(410, match=lambda record: record.watch):
+        assert get(api, PCS).status_code == 200
+        gone = get(api, PCS, watch="1")
+        assert (gone.status_code, gone.json()["reason"]) == (410, "Expired")
+    assert get(api, PCS, watch="1", timeoutSeconds="1").status_code == 200
+
+
 def test_drop_watches_breaks_the_stream(api: KubeAPIServer) -> None:
     start = get(api, PCS).json()["metadata"]["resourceVersion"]
     with pytest.raises(requests.exceptions.ChunkedEncodingError), watch(api, PCS, resourceVersion=start) as events:

@@ -168,6 +168,43 @@ def test_410_on_reconnect_relists(gone_as_http: bool, reflect) -> None:
         assert metric("priority_webhook_cache_relists_total", reflector) == 1
 
 
+def test_a_watch_that_is_always_gone_relists_with_backoff_not_in_a_hot_loop(api: KubeAPIServer, reflect) -> None:
+    with api.failing(410, match=lambda record: record.watch):
+        reflector, _ = reflect(backoff_initial=0.01, backoff_max=0.05)
+        wait_for(lambda: metric("priority_webhook_cache_relists_total", reflector) >= 4)
+        relists = metric("priority_webhook_cache_relists_total", reflector)
+        backoffs = metric("priority_webhook_cache_reconnects_total", reflector)
+        assert backoffs >= relists - 1  # a backoff before every relist but the one in flight
+    assert reflector.synced
+
+
+def test_random_changes_under_random_faults_converge(api: KubeAPIServer, reflect) -> None:
+    """A seeded mix of writes and faults; after each burst the cache equals the server."""
+    rng = random.Random(20261202)
+    reflector, cache = reflect(read_timeout=0.5)
+    assert reflector.wait_synced(5)
+    faults = {
+        "drop": api.drop_watches,
+        "expire": api.expire_watches,
+        "compact": api.compact,
+        "fail": lambda: api.fail_next(rng.randint(1, 4)),
+    }
+    for burst in range(12):
+        for step in range(rng.randint(1, 6)):
+            names = [o["metadata"]["name"] for o in api.list("priorityclasses")]
+            action = rng.choice(["create", "update", "delete", "fault"])
+            if action == "create" or not names:
+                api.create("priorityclasses", pc(f"c-{burst}-{step}", rng.randint(-10, 10)))
+            elif action == "update":
+                obj = api.get("priorityclasses", rng.choice(names))
+                api.update("priorityclasses", {**obj, "description": f"{burst}-{step}"})
+            elif action == "delete":
+                api.delete("priorityclasses", rng.choice(names))
+            else:
+                faults[rng.choice(sorted(faults))]()
+        converge(cache, api)
+
+
 def test_500s_for_a_while_then_recovery_with_backoff(api: KubeAPIServer, reflect) -> None:
     reflector, cache = reflect(backoff_initial=0.01, backoff_max=0.2)
     assert reflector.wait_synced(5)

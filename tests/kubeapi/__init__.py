@@ -20,7 +20,11 @@ event carrying a 410 `Expired` Status (or HTTP 410 with `gone_as_http=True`). Li
 starts with the two system PriorityClasses (`system_priority_classes=False` to start empty). With
 `token="..."` every request needs `Authorization: Bearer <token>` (401 otherwise).
 
-Fault hooks: `fail_next(n, status=500, match=None)` / `with api.failing(500):`, `stall()` / `release()` /
+LIST serves the latest state whatever `resourceVersion` it is given (valid for the default "not older
+than" semantics) and ignores `limit` / `continue` (no pagination).
+
+Fault hooks: `fail_next(n, status=500, match=None)` / `with api.failing(500, match=None):` (`match` gets
+the RequestRecord: e.g. `lambda r: r.watch` fails only watches), `stall()` / `release()` /
 `with api.stalled():` (connections are accepted, nothing is sent, open watches go silent),
 `drop_watches()` (cut every open stream mid-chunk), `expire_watches()` (compact + ERROR 410 on every
 open stream), `compact()` (the next watch from an older version gets 410). `api.requests` logs every

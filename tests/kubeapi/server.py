@@ -68,7 +68,7 @@ class _Watch:
 class _Faults:
     fail_count: int = 0
     fail_status: int = 500
-    fail_match: Callable[[str, str], bool] | None = None
+    fail_match: Callable[[RequestRecord], bool] | None = None
     running: threading.Event = field(default_factory=threading.Event)  # cleared while stalled
 
 
@@ -203,15 +203,17 @@ class KubeAPIServer:
 
     # -- fault hooks ----------------------------------------------------------------------------------
     def fail_next(self, count: int, status: int = 500,
-                  match: Callable[[str, str], bool] | None = None) -> None:
-        """The next `count` requests (for which `match(method, path)` holds) get `status` with a Status."""
+                  match: Callable[[RequestRecord], bool] | None = None) -> None:
+        """The next `count` requests (those for which `match(record)` holds: method, path, query, watch)
+        get `status` with a Status body; `fail_next(0)` clears."""
         with self._lock:
             self._faults.fail_count, self._faults.fail_status, self._faults.fail_match = count, status, match
 
     @contextlib.contextmanager
-    def failing(self, status: int = 500) -> Iterator[None]:
-        """Every request fails with `status` inside the block."""
-        self.fail_next(1 << 30, status)
+    def failing(self, status: int = 500, match: Callable[[RequestRecord], bool] | None = None
+                ) -> Iterator[None]:
+        """Every request (matching `match`) fails with `status` inside the block."""
+        self.fail_next(1 << 30, status, match)
         try:
             yield
         finally:
@@ -275,10 +277,10 @@ class KubeAPIServer:
                    if r.method == "GET" and not r.watch and (path is None or r.path == path))
 
     # -- used by the handler --------------------------------------------------------------------------
-    def _take_fault(self, method: str, path: str) -> int | None:
+    def _take_fault(self, record: RequestRecord) -> int | None:
         with self._lock:
             faults = self._faults
-            if faults.fail_count > 0 and (faults.fail_match is None or faults.fail_match(method, path)):
+            if faults.fail_count > 0 and (faults.fail_match is None or faults.fail_match(record)):
                 faults.fail_count -= 1
                 return faults.fail_status
         return None
@@ -365,10 +367,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.api.token and self.headers.get("Authorization") != f"Bearer {self.api.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            fault = self.api._take_fault(method, path)
+            fault = self.api._take_fault(record)
             if fault is not None:
-                raise ApiError(fault, "InternalError" if fault >= 500 else "TooManyRequests",
-                               f"injected fault: HTTP {fault}")
+                reason = {410: "Expired", 429: "TooManyRequests"}.get(fault, "InternalError")
+                raise ApiError(fault, reason, f"injected fault: HTTP {fault}")
             route = self.api._route(path)
             if route is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")

@@ -48,7 +48,9 @@ class ClusterClassStore:
         self.reflector.start()
 
     def stop(self) -> None:
-        self.reflector.stop(timeout=5.0)
+        """Stop the watch. A LIST blocked on an unresponsive API server cannot be interrupted; the thread is
+        a daemon, so after a short join it is left to die with the process rather than delay shutdown."""
+        self.reflector.stop(timeout=1.0)
 
     def wait_synced(self, timeout: float) -> bool:
         return self.reflector.wait_synced(timeout)

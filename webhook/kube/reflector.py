@@ -50,6 +50,9 @@ class ObjectStore(Protocol):
 class _Gone(Exception):
     """The watched resourceVersion is too old: re-LIST."""
 
+    def __str__(self) -> str:
+        return "410 Gone: resourceVersion too old"
+
 
 class _Stopped(Exception):
     """stop() was called."""
@@ -99,6 +102,7 @@ class Reflector:
         self._thread: threading.Thread | None = None
         self._response: urllib3.BaseHTTPResponse | None = None
         self._failures = 0
+        self._events_since_list = 0
 
     # -- public ---------------------------------------------------------------------------------------
     @property
@@ -129,6 +133,7 @@ class Reflector:
     def _run(self) -> None:
         need_list = True
         while not self._stopping.is_set():
+            fresh = need_list
             try:
                 if need_list:
                     self._list()
@@ -136,19 +141,25 @@ class Reflector:
                 self._watch()
             except _Stopped:
                 return
-            except _Gone:
-                log.info("%s: resourceVersion %s expired, re-listing", self.name, self.resource_version)
+            except _Gone as err:
                 metrics.RELISTS.labels(self.name).inc()
                 need_list = True
+                if fresh and not self._events_since_list:
+                    # Gone right after a LIST: relisting at once would loop hot against a broken server.
+                    self._retry(err, "WATCH")
+                else:
+                    log.info("%s: resourceVersion %s expired, re-listing", self.name, self.resource_version)
             except Exception as err:  # any failure must end in a retry, never in a dead thread
-                if self._stopping.is_set():
-                    return
-                metrics.RECONNECTS.labels(self.name).inc()
-                delay = self._next_backoff()
-                log.warning("%s: %s %s failed (%s); retrying in %.2fs", self.name,
-                            "LIST" if need_list else "WATCH", self.path, _summary(err), delay)
-                if self._stopping.wait(delay):
-                    return
+                self._retry(err, "LIST" if need_list else "WATCH")
+
+    def _retry(self, err: Exception, step: str) -> None:
+        if self._stopping.is_set():
+            return
+        metrics.RECONNECTS.labels(self.name).inc()
+        delay = self._next_backoff()
+        log.warning("%s: %s %s failed (%s); retrying in %.2fs",
+                    self.name, step, self.path, _summary(err), delay)
+        self._stopping.wait(delay)
 
     def _next_backoff(self) -> float:
         """Full-range jitter over an exponential step: spreads the workers' reconnects, never above max."""
@@ -178,7 +189,7 @@ class Reflector:
             raise _Stopped
         self.store.replace(body["items"], version)
         self.resource_version = version
-        self._failures = 0
+        self._events_since_list = 0  # the backoff is reset by a working watch, not by a LIST
         self._activity()
         self._count()
         if not self._synced.is_set():
@@ -224,6 +235,7 @@ class Reflector:
             raise ApiStatusError(int(code or 0), str(obj.get("message") or "watch ERROR event"))
         if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
             raise ValueError(f"unknown watch event type {kind!r}")
+        self._events_since_list += 1
         if kind != "BOOKMARK":
             self.store.apply(kind, obj)
             self._count()
