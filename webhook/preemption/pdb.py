@@ -143,20 +143,21 @@ class PdbIndex:
     def __init__(self, pdbs: Sequence[Pdb], *, empty_selector_matches_all: bool = False) -> None:
         self.pdbs = list(pdbs)
         self.newest = empty_selector_matches_all
-        # A selector with an `In` requirement of one value can only match pods carrying that label.
-        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        # A selector with an `In` requirement of one value can only match pods carrying that label; the
+        # flag says whether other requirements remain to be checked once that label matched.
+        self._by_label: dict[tuple[str, str, str], list[tuple[int, bool]]] = {}
         self._unindexed: dict[str, list[int]] = {}
         for i, pdb in enumerate(self.pdbs):
             if pdb.selector is None or (not self.newest and not pdb.selector.requirements):
                 continue
-            anchor = next(
-                (r for r in pdb.selector.requirements if r.operator == IN and len(r.values) == 1), None
-            )
+            requirements = pdb.selector.requirements
+            anchor = next((r for r in requirements if r.operator == IN and len(r.values) == 1), None)
             if anchor is None:
                 self._unindexed.setdefault(pdb.namespace, []).append(i)
             else:
                 (value,) = anchor.values
-                self._by_label.setdefault((pdb.namespace, anchor.key, value), []).append(i)
+                key = (pdb.namespace, anchor.key, value)
+                self._by_label.setdefault(key, []).append((i, len(requirements) > 1))
 
     def matching(self, pod: Victim) -> list[int]:
         """Indices (in list order) of the PDBs whose selector matches the pod."""
@@ -164,12 +165,16 @@ class PdbIndex:
         if not labels and not self.newest:
             return []
         ns = pod.namespace
-        found = [i for i in self._unindexed.get(ns, ()) if self.pdbs[i].selector.matches(labels)]  # type: ignore[union-attr]
+        pdbs = self.pdbs
+        unindexed = self._unindexed.get(ns)
+        found = [i for i in unindexed if pdbs[i].selector.matches(labels)] if unindexed else []  # type: ignore[union-attr]
         by_label = self._by_label
         for key, value in labels.items():
             hits = by_label.get((ns, key, value))
             if hits:
-                found.extend(i for i in hits if self.pdbs[i].selector.matches(labels))  # type: ignore[union-attr]
+                for i, check in hits:
+                    if not check or pdbs[i].selector.matches(labels):  # type: ignore[union-attr]
+                        found.append(i)
         if len(found) > 1:
             found = sorted(set(found))
         return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.preemption.pdb import PdbIndex, split_by_pdb_violation
+from webhook.preemption.predicates import resource_reasons
 from webhook.preemption.resources import add, subtract, total
 from webhook.preemption.scheduler_filter import UNRESOLVABLE, Failure, NodeFit
 from webhook.preemption.snapshot import PodInfo
@@ -55,15 +56,25 @@ def select_victims(
     victims: list[PodInfo] = []
     violations = 0
     for group, counts in ((violating, 1), (non_violating, 0)):
-        for pod in group:
-            trial = add(used, pod.requests)
-            kept.append(pod)
-            if fit.fits(trial, kept):
-                used = trial
-            else:
-                kept.pop()
-                victims.append(pod)
-                violations += counts
+        if fit.ports:
+            for pod in group:
+                trial = add(used, pod.requests)
+                kept.append(pod)
+                if fit.fits(trial, kept):
+                    used = trial
+                else:
+                    kept.pop()
+                    victims.append(pod)
+                    violations += counts
+        else:  # the hot path: resources only, so the pods kept need not be listed
+            requests, allocatable = preemptor.requests, fit.allocatable
+            for pod in group:
+                trial = add(used, pod.requests)
+                if resource_reasons(requests, allocatable, trial):
+                    victims.append(pod)
+                    violations += counts
+                else:
+                    used = trial
     if not victims:
         # Cannot happen with monotone filters (removing all lower pods fitted, but some pod was needed
         # since the node did not fit as it stood); upstream reports it as an error, and so do we.
