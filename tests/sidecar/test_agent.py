@@ -273,7 +273,7 @@ def test_record_written_on_a_stale_view_is_refused(cluster, sidecar):
 def test_forbidden_record_write_evicts_nothing_and_says_so_once(cluster, sidecar):
     """Without RBAC patch on pods the record cannot be written, so nothing may be evicted."""
     cluster.add(pod("low", cpu="800m"))
-    cluster.api.fail_next(1 << 30, 403, match=lambda method, path: method == "PATCH")
+    cluster.api.fail_next(1 << 30, 403, match=lambda request: request.method == "PATCH")
     agent = sidecar()
     cluster.add(rejected("crit"))
     wait_for(lambda: cluster.events("crit", "PreemptionFailed"), what="forbidden reported")
