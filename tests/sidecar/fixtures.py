@@ -42,6 +42,7 @@ def pod(
     record: rec.Record | None = None,
     grace: int | None = None,
     created: str | None = None,
+    started: str | None = None,
 ) -> dict[str, Any]:
     """A pod bound to `node_name`; `running` defaults to True for phase Running."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
@@ -76,6 +77,8 @@ def pod(
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
     status: dict[str, Any] = {"phase": phase}
+    if started:
+        status["startTime"] = started
     if reason:
         status["reason"] = reason
         status["message"] = f"Pod was rejected: {reason}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from webhook.sidecar.decide import (
 )
 
 BASE = Settings(node_name="node-a")
+JAN1 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
 
 def v(name: str) -> rec.Victim:
@@ -130,6 +132,35 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         BASE,
         Hints(),
         [],
+    ),
+    (
+        "a rejection older than max_rejection_age starts nothing (its replacement is long made)",
+        [pod("low", cpu="600m"), rejected("crit", created="2026-01-01T00:00:00Z")],
+        BASE,
+        Hints(wall_time=JAN1 + 601),
+        [],
+    ),
+    (
+        "a recent rejection (status.startTime) acts",
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", created="2025-12-01T00:00:00Z", started="2026-01-01T00:00:00Z"),
+        ],
+        BASE,
+        Hints(wall_time=JAN1 + 599),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "an old rejection with a preemption in flight still finishes it",
+        [
+            pod("a", cpu="600m"),
+            rejected(
+                "crit", created="2026-01-01T00:00:00Z", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))
+            ),
+        ],
+        BASE,
+        Hints(wall_time=JAN1 + 3600),
+        [("evict", "crit", "a", "cpu")],
     ),
     (
         "a terminating pod is never a victim but its requests still count",

@@ -187,6 +187,7 @@ class Sidecar:
             evicting=frozenset(self._evicting),
             blocked_until={k: until for k, (until, _) in self._blocked.items()},
             reported=frozenset(self._reported),
+            wall_time=time.time(),
         )
 
     def step(self) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
@@ -38,6 +39,7 @@ from webhook.sidecar.trigger import Rejection, rejection
 
 Pod = Mapping[str, Any]
 DEFAULT_MAX_ROUNDS = 3
+DEFAULT_MAX_REJECTION_AGE = 600.0  # seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,9 @@ class Settings:
     dry_run: bool = False
     recreate_rejected: bool = False
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    # A rejection older than this starts no new preemption: its replacement has long been made elsewhere
+    # (a ReplicaSet's failed pods linger until garbage-collected), so room made now would serve nobody.
+    max_rejection_age: float = DEFAULT_MAX_REJECTION_AGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ class Hints:
     evicting: frozenset[str] = frozenset()
     blocked_until: Mapping[str, float] = field(default_factory=dict)
     reported: frozenset[str] = frozenset()
+    wall_time: float | None = None  # Unix time, for the rejection age; None: no age limit
 
 
 # Actions, carried out in order by the agent. `pod` is always the rejected pod the action serves; the agent
@@ -215,6 +221,8 @@ def decide(
             actions += _once(
                 hints, r.pod, f"bad-record/{uid(r.pod)}", "Warning", "PreemptionSkipped", str(found)
             )
+            continue
+        if found is None and _too_old(r.pod, settings, hints):
             continue
         if found is not None and found.state in rec.FINAL_STATES:
             continue
@@ -386,6 +394,28 @@ def _evaluate(
         actions.append(Evict(pod=pod, victim=victim, resource=resource))
         budget -= 1
     return actions, budget, chosen
+
+
+def rejected_at(pod: Pod) -> float | None:
+    """When the kubelet rejected the pod: `status.startTime` (the status manager sets it with the
+    rejection), else the creation time; None if neither parses."""
+    for value in (
+        (pod.get("status") or {}).get("startTime"),
+        (pod.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _too_old(pod: Pod, settings: Settings, hints: Hints) -> bool:
+    if hints.wall_time is None:
+        return False
+    when = rejected_at(pod)
+    return when is not None and hints.wall_time - when > settings.max_rejection_age
 
 
 def _first_resource(admission: Any, r: Rejection) -> str:
