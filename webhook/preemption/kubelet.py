@@ -79,8 +79,6 @@ ORDER_PRIORITY = "priority"
 ORDERS = (ORDER_QOS, ORDER_PRIORITY)
 
 # Texts and reasons from preemption.go and predicate.go.
-PREEMPTION_MESSAGE = "Preempted in order to admit critical pod"
-PREEMPTION_REASON = "Preempting"
 NO_VICTIMS = "no set of running pods found to reclaim resources: "
 FIND_ERROR = "preemption: error finding a set of pods to preempt: "
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
@@ -226,10 +224,16 @@ def by_distance(pods: Sequence[Candidate], reqs: Requirements) -> list[Candidate
         chosen = pods[best_index]
         reqs = subtract(reqs, [chosen])
         evict.append(chosen)
-        for column in (pods, ids, sizes):
-            column[best_index] = column[-1]  # type: ignore[index]
-            column.pop()
+        _swap_remove(pods, best_index)
+        _swap_remove(ids, best_index)
+        _swap_remove(sizes, best_index)
     return evict
+
+
+def _swap_remove(items: list[Any], index: int) -> None:
+    """Upstream's `pods[i] = pods[len-1]; pods = pods[:len-1]`: it reorders the rest, which decides ties."""
+    items[index] = items[-1]
+    items.pop()
 
 
 def _effective_priority(priority: int | None, critical: bool, critical_priority: int) -> int:
@@ -391,6 +395,20 @@ def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
     return sorted(active, key=_Facts.admission_key)
 
 
+def _candidates(active: Sequence[_Facts], critical_priority: int) -> list[Candidate]:
+    """Terminating, mirror and static pods hold resources but are never victims (module docstring)."""
+    out = []
+    for f in active:
+        if f.terminating or f.static_or_mirror:
+            continue
+        try:
+            qos = qos_class(f.pod)
+        except InvalidObject as err:
+            raise InvalidObject(f"pod {describe(f.pod)}: {err}") from None
+        out.append(Candidate(f.pod, f.kubelet, qos, f.priority, f.critical(critical_priority)))
+    return out
+
+
 def _rejection(reasons: Sequence[Reason]) -> tuple[str, str]:
     if not reasons:
         return ("UnknownReason", "GeneralPredicates failed due to unknown reason, which is unexpected.")
@@ -434,12 +452,7 @@ def admit_pod(
         raise InvalidObject(f"pod {describe(pod)}: {err}") from None
     if not reasons:
         return Admission(admit=True, fits=True, reasons=[], victims=[], error=None)
-    # Terminating, mirror and static pods hold resources but are never victims (see the module docstring).
-    candidates = [
-        Candidate(f.pod, f.kubelet, qos_class(f.pod), f.priority, f.critical(critical_priority))
-        for f in active
-        if not (f.terminating or f.static_or_mirror)
-    ]
+    candidates = _candidates(active, critical_priority)
     handled = handle_admission_failure(
         pod, candidates, reasons, order=order, critical_priority=critical_priority
     )

@@ -122,11 +122,6 @@ def container_requests(container: Mapping[str, Any], path: str) -> dict[str, int
     return _resource_list(resources, "requests", f"{path}.resources")
 
 
-def container_limits(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    resources = field(container, "resources", path, default={})
-    return _resource_list(resources, "limits", f"{path}.resources")
-
-
 def _add_into(total: dict[str, int], more: Mapping[str, int]) -> None:
     for k, v in more.items():
         total[k] = total.get(k, 0) + v
