@@ -21,13 +21,10 @@ import random
 import timeit
 from typing import Any
 
-from webhook.preemption.kubelet import (
-    Candidate,
-    admit_pod,
-    pods_to_preempt,
-)
+from webhook.preemption.kubelet import admit_pod
 from webhook.preemption.qos import qos_class
 from webhook.preemption.resources import scheduler_pod_requests, total
+from webhook.preemption.victim_search import Candidate, pods_to_preempt
 
 PRIORITIES = (0, 0, 0, 100, 1000, 10000, 2_000_000_000)
 CPU = (0, 50, 100, 250, 500)  # millicores; 0: no request

@@ -24,16 +24,16 @@ from tests.preemption.kubelet_fixtures import (
     names,
     requirement_list,
 )
-from webhook.preemption.kubelet import (
+from webhook.preemption.kubelet import handle_admission_failure
+from webhook.preemption.resources import pod_requests
+from webhook.preemption.victim_search import (
     Candidate,
     NoVictims,
     distance,
-    handle_admission_failure,
     pods_to_preempt,
     smaller_resource_request,
     subtract,
 )
-from webhook.preemption.resources import pod_requests
 
 ALL_SIX = [
     CLUSTER_CRITICAL,

@@ -14,10 +14,11 @@ from typing import Any
 from webhook.commands.options import add_output
 from webhook.documents import InputError, dump, load_objects, load_one
 from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
-from webhook.preemption.kubelet import ORDER_QOS, ORDERS, Admission, admit_pod
+from webhook.preemption.kubelet import Admission, admit_pod
 from webhook.preemption.pods import describe, pod_ref
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.validate import check_node, check_pod
+from webhook.preemption.victim_search import ORDER_QOS, ORDERS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,11 +1,11 @@
-"""Pod identity as the kubelet sees it: static, mirror, priority, terminating (pkg/kubelet/types)."""
+"""Pod identity as the kubelet sees it: static, mirror, priority, criticality (pkg/kubelet/types)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION
+from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION, SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.resources import InvalidObject, field, spec_of
 
 API_SOURCE = "api"
@@ -69,3 +69,23 @@ def describe(pod: Any) -> str:
     """`namespace/name` for messages."""
     ns, name, _ = pod_ref(pod) if isinstance(pod, Mapping) else ("", "", "")
     return f"{ns}/{name}" if ns else (name or "<unnamed>")
+
+
+def is_critical(pod: Mapping[str, Any], critical_priority: int = SYSTEM_CRITICAL_PRIORITY) -> bool:
+    """`IsCriticalPod`: static, mirror, or priority at least `critical_priority` (namespace is irrelevant)."""
+    if is_static_pod(pod) or is_mirror_pod(pod):
+        return True
+    priority = priority_of(pod)
+    return priority is not None and priority >= critical_priority
+
+
+def preemptable(
+    preemptor: Mapping[str, Any],
+    preemptee: Mapping[str, Any],
+    critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+) -> bool:
+    """`Preemptable`: critical beats non-critical; otherwise strictly higher priority, nil never compares."""
+    if is_critical(preemptor, critical_priority) and not is_critical(preemptee, critical_priority):
+        return True
+    a, b = priority_of(preemptor), priority_of(preemptee)
+    return a is not None and b is not None and a > b
