@@ -15,9 +15,11 @@ import pytest
 import requests
 
 from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
-from tests.support.server import WebhookServer, webhook_server
+from tests.support.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
 from tests.support.wait import wait_for
 from webhook.server.app import MAX_BODY_BYTES
+
+BODY_TIMEOUT = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,11 @@ def metrics_parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, metrics_parent: Path) -> Iterator[WebhookServer]:
     tmp = tmp_path_factory.mktemp("server")
-    with webhook_server(tmp, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_parent)}) as running:
+    with webhook_server(
+        tmp,
+        *("--classes", str(EXAMPLE_CLASSES), "--body-timeout", str(BODY_TIMEOUT)),
+        env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_parent)},
+    ) as running:
         yield running
 
 
@@ -40,8 +46,10 @@ def https(server: WebhookServer, host: str = "127.0.0.1", **kwargs: Any) -> http
     return http.client.HTTPSConnection(host, server.port, context=tls_client(server), timeout=10, **kwargs)
 
 
-def raw_tls(server: WebhookServer, context: ssl.SSLContext | None = None) -> ssl.SSLSocket:
-    sock = socket.create_connection((server.host, server.port), timeout=10)
+def raw_tls(
+    server: WebhookServer, context: ssl.SSLContext | None = None, timeout: float = 10
+) -> ssl.SSLSocket:
+    sock = socket.create_connection((server.host, server.port), timeout=timeout)
     return (context or tls_client(server)).wrap_socket(sock, server_hostname="localhost")
 
 
@@ -175,6 +183,25 @@ def test_chunked_body_is_cut_at_the_limit(server: WebhookServer) -> None:
         sock.sendall(b"%x\r\n%s\r\n" % (65536, b"x" * 65536))
         status, _, body = read_response(sock)
     assert status == 400 and json.loads(body)["error"] == f"body: over the {MAX_BODY_BYTES}-byte limit"
+
+
+def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(server: WebhookServer) -> None:
+    # More silent clients than the server has threads (2 workers x 8): without a read timeout the last ones
+    # would never be answered, and neither would anyone else.
+    stalled = []
+    for _ in range(20):
+        sock = raw_tls(server, timeout=30)  # a handshake waits for a free thread
+        sock.sendall(
+            b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"apiVersion"'
+        )
+        stalled.append(sock)
+    for sock in stalled:
+        with sock:
+            status, _, body = read_response(sock)  # the client stays silent
+        assert status == 400
+        assert json.loads(body)["error"] == f"body: stalled for {BODY_TIMEOUT:g} s before its end"
+    assert server.review("/mutate", review(pod())).status_code == 200
 
 
 def test_chunked_body_under_the_limit_is_answered(server: WebhookServer) -> None:

@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how long in-flight reviews may take to finish after SIGTERM (default: %(default)s)",
     )
+    parser.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="refuse a request body that stops arriving for this long (default: %(default)s)",
+    )
     parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="default: info"
@@ -67,6 +74,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value
 
 
@@ -92,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=args.threads,
         graceful_timeout=args.graceful_timeout,
+        body_timeout=args.body_timeout,
         access_log=args.access_log,
         log_level=args.log_level,
     )

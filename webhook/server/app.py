@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from flask import Flask, Response, request
@@ -25,6 +27,9 @@ log = logging.getLogger(__name__)
 
 # An UPDATE review carries the object twice, each up to the API server's 3 MiB request limit.
 MAX_BODY_BYTES = 7 * 1024 * 1024
+# Longest silence while reading a body; the API server's default webhook timeout is 10 s.
+BODY_TIMEOUT = 10.0
+BODY_INCOMPLETE = "priority_webhook.body_incomplete"  # environ key: do not try to drain the rest
 JSON = "application/json"
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE})
@@ -44,12 +49,58 @@ def error_response(message: str, status: int) -> Response:
     return json_response({"error": message}, status)
 
 
-def read_body(environ: dict[str, Any], content_length: int | None) -> bytes:
+def read_body(environ: dict[str, Any], content_length: int | None, timeout: float = BODY_TIMEOUT) -> bytes:
     """The request body, refusing more than MAX_BODY_BYTES before reading it when the length is declared,
-    and after at most MAX_BODY_BYTES + 1 bytes when it is not (chunked)."""
+    and after at most MAX_BODY_BYTES + 1 bytes when it is not (chunked).
+
+    A body that stops arriving for `timeout` seconds is refused: gthread reads it in a pool thread on a
+    blocking socket, so a client that declares a length and goes quiet would otherwise hold that thread
+    for good (and enough of them, every thread). The API server gives up on a webhook after at most 30 s.
+    """
     if content_length is not None and content_length > MAX_BODY_BYTES:
         raise BadRequest(f"body: {content_length} bytes is over the {MAX_BODY_BYTES}-byte limit")
-    stream = environ["wsgi.input"]
+    try:
+        with socket_timeout(environ, timeout):
+            return _read(environ["wsgi.input"], content_length)
+    except TimeoutError:
+        environ[BODY_INCOMPLETE] = True
+        raise BadRequest(f"body: stalled for {timeout:g} s before its end") from None
+
+
+@contextmanager
+def socket_timeout(environ: dict[str, Any], timeout: float) -> Iterator[None]:
+    """Bound each read from the client's socket (gunicorn's own is blocking, without a timeout)."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None:  # not under gunicorn (tests, other servers)
+        yield
+        return
+    previous = sock.gettimeout()
+    sock.settimeout(timeout)
+    try:
+        yield
+    finally:
+        sock.settimeout(previous)
+
+
+def close_after(response: Response, environ: dict[str, Any]) -> None:
+    """Once the answer is sent, stop reading from a client that stalled mid-body.
+
+    Otherwise gunicorn spends up to 5 more seconds of the thread draining the rest before it gives up on
+    the connection. Shutting the read side makes that drain see the end at once; the SSL object is left
+    alone (the plain-socket shutdown, not SSLSocket's, which would drop it).
+    """
+    sock = environ.get("gunicorn.socket")
+    if sock is None:
+        return
+
+    def shutdown_read() -> None:
+        with suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RD)
+
+    response.call_on_close(shutdown_read)
+
+
+def _read(stream: Any, content_length: int | None) -> bytes:
     if content_length is not None:
         return stream.read(content_length)
     chunks: list[bytes] = []
@@ -65,18 +116,22 @@ def read_body(environ: dict[str, Any], content_length: int | None) -> bytes:
     return b"".join(chunks)
 
 
-def drain_body(environ: dict[str, Any], content_length: int | None) -> None:
+def drain_body(environ: dict[str, Any], content_length: int | None, timeout: float = BODY_TIMEOUT) -> None:
     """Read whatever part of a declared body (within the limit) the handler left unread.
 
     Errors (wrong Content-Type, 404, 405) are answered without reading the body. gunicorn then closes a
     kept-alive connection with more than 64 KiB left unread, or mistakes the late rest of a TLS body for
     the next request; either way the client, often still sending, gets a reset instead of our answer.
     """
-    if content_length is None or content_length > MAX_BODY_BYTES:
+    if content_length is None or content_length > MAX_BODY_BYTES or environ.get(BODY_INCOMPLETE):
         return
     stream = environ["wsgi.input"]
-    while stream.read(65536):
-        pass
+    try:
+        with socket_timeout(environ, timeout):
+            while stream.read(65536):
+                pass
+    except TimeoutError:
+        environ[BODY_INCOMPLETE] = True  # gunicorn then closes the connection rather than reuse it
 
 
 def check_content_type(content_type: str | None) -> None:
@@ -102,7 +157,9 @@ def _label(value: str, known: frozenset[str]) -> str:
     return value if value in known else "other"
 
 
-def review_view(stage: Stage, store: ClassStore, options: PodOptions) -> Callable[[], Response]:
+def review_view(
+    stage: Stage, store: ClassStore, options: PodOptions, body_timeout: float
+) -> Callable[[], Response]:
     webhook = stage.value
 
     def view() -> Response:
@@ -111,10 +168,12 @@ def review_view(stage: Stage, store: ClassStore, options: PodOptions) -> Callabl
         result = "error"
         try:
             check_content_type(request.content_type)
-            body = parse_json(read_body(request.environ, request.content_length))
+            body = parse_json(read_body(request.environ, request.content_length, body_timeout))
             review, req, decision = handle_review(body, stage, store.snapshot(), options)
         except (BadRequest, MalformedReview) as err:
             response = error_response(str(err), 400)
+            if request.environ.get(BODY_INCOMPLETE):
+                close_after(response, request.environ)
         else:
             operation = _label(req.operation, KNOWN_OPERATIONS)
             resource = _label(req.resource, KNOWN_RESOURCES)
@@ -129,15 +188,18 @@ def review_view(stage: Stage, store: ClassStore, options: PodOptions) -> Callabl
     return view
 
 
-def create_app(store: ClassStore, options: PodOptions = DEFAULT_POD_OPTIONS) -> Flask:
+def create_app(
+    store: ClassStore, options: PodOptions = DEFAULT_POD_OPTIONS, *, body_timeout: float = BODY_TIMEOUT
+) -> Flask:
     """The WSGI app for one worker; `store` is read once per review (a snapshot), never blocks."""
     app = Flask(__name__)
     for stage in (Stage.MUTATE, Stage.VALIDATE):
-        app.add_url_rule(f"/{stage.value}", view_func=review_view(stage, store, options), methods=["POST"])
+        view = review_view(stage, store, options, body_timeout)
+        app.add_url_rule(f"/{stage.value}", view_func=view, methods=["POST"])
 
     @app.after_request
     def finish_body(response: Response) -> Response:  # also runs after the error handlers below
-        drain_body(request.environ, request.content_length)
+        drain_body(request.environ, request.content_length, body_timeout)
         return response
 
     @app.get("/healthz")
