@@ -142,11 +142,11 @@ def test_dry_run_evicts_nothing_and_reports(cluster, sidecar):
 
 
 def test_terminating_pods_are_never_evicted_again(cluster, sidecar):
-    cluster.add(pod("old", cpu="500m", priority=0))
+    cluster.add(pod("old", cpu="300m", priority=0))
     cluster.api.delete("pods", "old", "default")  # already shutting down (graceful): holds its cpu
-    cluster.add(pod("next", cpu="500m", priority=10))
+    cluster.add(pod("next", cpu="700m", priority=10))
     agent = sidecar()
-    cluster.add(rejected("crit", cpu="400m"))
+    cluster.add(rejected("crit", cpu="500m"))  # "old" leaving is not enough: "next" must go
 
     wait_for(lambda: deleting(cluster, "next"), what="the running pod evicted")
     steps = agent.steps
@@ -282,3 +282,23 @@ def test_forbidden_record_write_evicts_nothing_and_says_so_once(cluster, sidecar
     assert cluster.evictions.attempts == []
     (event,) = cluster.events("crit", "PreemptionFailed")
     assert "may not patch pods" in event["message"]
+
+
+def test_replaced_rejected_pod_does_not_start_a_second_preemption(cluster, sidecar):
+    """A DaemonSet deletes its failed pod and makes a new one, which the kubelet rejects again while the
+    first preemption's victims are still terminating: the room is on its way, so nothing more is evicted."""
+    cluster.add(pod("a", cpu="500m"))
+    cluster.add(pod("b", cpu="500m", priority=5))
+    agent = sidecar()
+    cluster.add(rejected("first", cpu="900m", controller=True))
+    wait_for(lambda: deleting(cluster, "a") and deleting(cluster, "b"), what="victims terminating")
+    cluster.api.delete("pods", "first", "default")  # the controller replaces its failed pod
+    cluster.add(rejected("second", cpu="900m", controller=True))
+    steps = agent.steps
+    wait_for(lambda: agent.steps >= steps + 5, what="more sidecar passes")
+    assert sorted(cluster.evictions.evicted()) == ["default/a", "default/b"]
+    assert record_of(cluster.pod("second")) is None  # waiting, not preempting
+    cluster.finish("a")
+    cluster.finish("b")
+    wait_for(lambda: state_of(cluster, "second") == rec.DONE, what="room made for the replacement")
+    assert len(cluster.evictions.attempts) == 2

@@ -272,16 +272,24 @@ def _evaluate(
     fixed_priority = max(preemptor_priority, settings.critical_priority)
     candidates: set[str] = set()
     others: list[dict[str, Any]] = []
+    staying: list[dict[str, Any]] = []  # `others` without the pods already on their way out
     for other in pods:
         if uid(other) == key or not holds_resources(other):
             continue
         if (other.get("spec") or {}).get("nodeName") != settings.node_name:
             continue
+        leaving = lifecycle_state(other) == TERMINATING or uid(other) in hints.evicting
         if uid(other) not in claimed and is_candidate(other, preemptor_priority, settings, hints):
             candidates.add(uid(other))
             others.append(dict(other))
         else:
             others.append(_neutralised(other, fixed_priority))
+        if not leaving:
+            staying.append(others[-1])
+    if len(staying) < len(others) and _fits(admit, pod, node, staying, settings):
+        # Room is already on its way (pods terminating, perhaps a previous preemption for a pod its
+        # controller has since replaced): evicting more now would be a second set of victims. Wait.
+        return [], budget, set()
     try:
         admission = admit(
             _as_admitting(pod),
@@ -394,6 +402,20 @@ def _evaluate(
         actions.append(Evict(pod=pod, victim=victim, resource=resource))
         budget -= 1
     return actions, budget, chosen
+
+
+def _fits(admit: AdmitFn, pod: Pod, node: Pod, others: list[dict[str, Any]], settings: Settings) -> bool:
+    try:
+        future = admit(
+            _as_admitting(pod),
+            node,
+            others,
+            order=settings.order,
+            critical_priority=settings.critical_priority,
+        )
+    except ValueError:
+        return False  # reported by the main evaluation
+    return bool(future.admit and not future.victims)
 
 
 def rejected_at(pod: Pod) -> float | None:
