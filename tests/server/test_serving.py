@@ -185,22 +185,32 @@ def test_chunked_body_is_cut_at_the_limit(server: WebhookServer) -> None:
     assert status == 400 and json.loads(body)["error"] == f"body: over the {MAX_BODY_BYTES}-byte limit"
 
 
-def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(server: WebhookServer) -> None:
+@pytest.mark.parametrize(
+    ("content_type", "error"),
+    [
+        ("application/json", f"body: stalled for {BODY_TIMEOUT:g} s before its end"),  # while reading it
+        ("text/plain", "Content-Type: must be application/json, got 'text/plain'"),  # while draining it
+    ],
+)
+def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(
+    server: WebhookServer, content_type: str, error: str
+) -> None:
     # More silent clients than the server has threads (2 workers x 8): without a read timeout the last ones
     # would never be answered, and neither would anyone else.
     stalled = []
     for _ in range(20):
         sock = raw_tls(server, timeout=30)  # a handshake waits for a free thread
         sock.sendall(
-            b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            b'Content-Length: 1000\r\n\r\n{"apiVersion"'
+            b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: %s\r\n"
+            b'Content-Length: 1000\r\n\r\n{"apiVersion"' % content_type.encode()
         )
         stalled.append(sock)
     for sock in stalled:
         with sock:
             status, _, body = read_response(sock)  # the client stays silent
+            assert sock.recv(1) == b""  # and the server has closed the connection
         assert status == 400
-        assert json.loads(body)["error"] == f"body: stalled for {BODY_TIMEOUT:g} s before its end"
+        assert json.loads(body)["error"] == error
     assert server.review("/mutate", review(pod())).status_code == 200
 
 

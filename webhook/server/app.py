@@ -172,8 +172,6 @@ def review_view(
             review, req, decision = handle_review(body, stage, store.snapshot(), options)
         except (BadRequest, MalformedReview) as err:
             response = error_response(str(err), 400)
-            if request.environ.get(BODY_INCOMPLETE):
-                close_after(response, request.environ)
         else:
             operation = _label(req.operation, KNOWN_OPERATIONS)
             resource = _label(req.resource, KNOWN_RESOURCES)
@@ -200,6 +198,8 @@ def create_app(
     @app.after_request
     def finish_body(response: Response) -> Response:  # also runs after the error handlers below
         drain_body(request.environ, request.content_length, body_timeout)
+        if request.environ.get(BODY_INCOMPLETE):
+            close_after(response, request.environ)
         return response
 
     @app.get("/healthz")
