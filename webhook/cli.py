@@ -12,6 +12,17 @@ from webhook.documents import InputError
 
 COMMANDS = (serve, review, victims, plan, certs, sidecar)
 PROG = "priority-webhook"
+# Errors quote the input they refuse; a huge or multi-line value must not turn the one-line error into a
+# wall of text, so the message is joined onto one line and its middle elided beyond this length.
+MAX_ERROR_CHARS = 500
+
+
+def one_line(message: str) -> str:
+    text = " ".join(message.splitlines())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    keep = (MAX_ERROR_CHARS - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except InputError as err:
-        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -287,3 +287,50 @@ def document_bytes(draw: st.DrawFn, docs: st.SearchStrategy[Any]) -> bytes:
     if choice == "truncated" and len(text) > 1:
         text = text[: draw(st.integers(1, len(text) - 1))]
     return text.encode()
+
+
+# ---- node-side and cluster snapshots (victims, plan) -----------------------------------------------
+
+nodes = st.fixed_dictionaries(
+    {
+        "apiVersion": st.just("v1"),
+        "kind": st.just("Node"),
+        "metadata": st.fixed_dictionaries({"name": st.sampled_from(["node-1", "node-2"])},
+                                          optional={"labels": st.just({"zone": "a"})}),
+        "status": st.fixed_dictionaries(
+            {"allocatable": st.fixed_dictionaries({"cpu": st.sampled_from(["2", "500m", "1", *QUANTITIES]),
+                                                   "memory": st.sampled_from(["1Gi", "4Gi", "100Mi"]),
+                                                   "pods": st.sampled_from(["110", "2", "0"])})},
+        ),
+    },
+    optional={"spec": st.sampled_from([{}, {"unschedulable": True},
+                                       {"taints": [{"key": "k", "effect": "NoSchedule"}]}])},
+)
+
+
+@st.composite
+def bound_pods(draw: st.DrawFn) -> dict[str, Any]:
+    """A pod bound to a node, with a phase, as `kubectl get pods -o json` shows it."""
+    obj = copy.deepcopy(draw(pods))
+    spec = obj.setdefault("spec", {"containers": [{"name": "c", "image": "nginx"}]})
+    spec["nodeName"] = draw(st.sampled_from(["node-1", "node-2"]))
+    obj["metadata"]["name"] = draw(st.sampled_from(["a", "b", "c", "d"]))
+    obj["metadata"].setdefault("namespace", "default")
+    obj["metadata"]["labels"] = draw(st.sampled_from([{}, {"app": "web"}]))
+    obj["status"] = {"phase": draw(st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]))}
+    return obj
+
+
+pdbs = st.fixed_dictionaries(
+    {
+        "apiVersion": st.just("policy/v1"),
+        "kind": st.just("PodDisruptionBudget"),
+        "metadata": st.fixed_dictionaries({"name": st.just("guard"), "namespace": st.just("default")}),
+        "spec": st.fixed_dictionaries({"selector": st.just({"matchLabels": {"app": "web"}})},
+                                      optional={"minAvailable": st.sampled_from([1, "50%", 0])}),
+    },
+    optional={"status": st.fixed_dictionaries({"disruptionsAllowed": st.integers(-1, 2)})},
+)
+node_side_objects = (
+    nodes | bound_pods() | pdbs | damaged(nodes) | damaged(bound_pods()) | damaged(pdbs) | json_values
+)

@@ -50,6 +50,7 @@ def test_review_cli_sample(content, fmt, classes_file, input_file):
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(1200)
 @fuzz(3000)
 @given(content=review_inputs, fmt=st.sampled_from(["json", "yaml"]))
 def test_review_cli_fuzz(content, fmt, classes_file, input_file):

@@ -32,6 +32,7 @@ def test_handle_review_sample(body, stage):
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(1200)
 @fuzz(4000)
 @given(body=bodies, stage=st.sampled_from(Stage))
 def test_handle_review_fuzz(body, stage):

@@ -111,3 +111,26 @@ def test_review_with_an_alias_bomb_ends_quickly_with_an_error(files):
     outcome = files(BILLION_LAUGHS, "-o", "json")
     assert_clear_error(outcome, "review")
     assert "YAML aliases expand the document" in outcome.err
+
+
+def test_victims_error_quoting_a_huge_kind_stays_one_short_line(tmp_path):
+    # used to print the whole 10 kB value: every command's error is now one line of at most 500 chars
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"kind": "x" * 10_000, "metadata": {"name": "n"}}))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
+    outcome = run(["victims", "--node", str(node), "--pods", str(pod), "--pod", str(pod)])
+    assert_clear_error(outcome, "victims")
+    line = outcome.err.rstrip("\n")
+    assert len(line) <= len("priority-webhook victims: error: ") + 500
+    assert line.startswith(f"priority-webhook victims: error: {node} (n): kind: expected Node, got 'xxx")
+    assert " ... " in line
+
+
+def test_errors_with_line_breaks_from_the_input_are_joined(tmp_path):
+    # the node's name is quoted as it is: it used to break the error over three lines
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"kind": "Pod", "metadata": {"name": "a\nb\u2028c"}}))
+    outcome = run(["victims", "--node", str(node), "--pods", str(node), "--pod", str(node)])
+    assert_clear_error(outcome, "victims")
+    assert "(a b c): kind: expected Node, got 'Pod'" in outcome.err

@@ -83,6 +83,7 @@ def test_server_sample(server, method, path, content_type, body):
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(1200)
 @fuzz(6000)
 @given(method=methods, path=endpoints, content_type=content_types, body=bodies)
 def test_server_fuzz(server, method, path, content_type, body):
