@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import socket
 import ssl
@@ -205,3 +206,37 @@ def test_bad_configuration_is_one_line_and_exit_2(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith("priority-webhook serve: error: ") and error in err, err
+
+
+def test_a_killed_worker_is_replaced_and_its_counts_are_kept(tmp_path: Path) -> None:
+    with webhook_server(tmp_path, *CLASSES) as server:
+        context = ssl.create_default_context(cafile=str(server.ca_file))
+        for i in range(6):
+            assert post_review(server, context, f"before-{i}")[0] == 200
+
+        def admitted() -> float:
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+            conn.close()
+            return sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("priority_webhook_admission_requests_total{")
+                and 'result="allowed"' in line
+            )
+
+        assert admitted() == 6
+        pids = [
+            int(line.rsplit(" ", 1)[1])
+            for line in server.log().splitlines()
+            if "Booting worker with pid" in line
+        ]
+        assert len(pids) == 2
+        os.kill(pids[0], signal.SIGKILL)
+        wait_for(lambda: server.log().count("Booting worker with pid") == 3, timeout=20, what="a new worker")
+        # Counters never go backwards: the dead worker's counts stay in the sum, the new worker adds its own.
+        assert admitted() == 6
+        for i in range(4):
+            assert post_review(server, context, f"after-{i}")[0] == 200
+        assert admitted() == 10
