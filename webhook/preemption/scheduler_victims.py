@@ -35,6 +35,11 @@ def importance_key(pod: PodInfo, now: float) -> tuple[int, float, str, int]:
     return (-pod.priority, start, pod.uid, pod.index)
 
 
+def _covers(bigger: dict[str, int], smaller: dict[str, int]) -> bool:
+    """`bigger` requests at least as much as `smaller` of every resource `smaller` names."""
+    return all(bigger.get(name, 0) >= amount for name, amount in smaller.items())
+
+
 def select_victims(
     preemptor: PodInfo,
     fit: NodeFit,
@@ -55,6 +60,9 @@ def select_victims(
     violating, non_violating = split_by_pdb_violation(lower, pdbs)
     victims: list[PodInfo] = []
     violations = 0
+    # Requests already rejected (only the minimal ones). Fit is monotone in the used resources, and
+    # `used` only grows, so a pod asking at least as much of every resource is rejected without a check.
+    rejected: list[dict[str, int]] = []
     for group, counts in ((violating, 1), (non_violating, 0)):
         if fit.ports:
             for pod in group:
@@ -69,8 +77,14 @@ def select_victims(
         else:  # the hot path: resources only, so the pods kept need not be listed
             requests, allocatable = preemptor.requests, fit.allocatable
             for pod in group:
+                if any(_covers(pod.requests, smaller) for smaller in rejected):
+                    victims.append(pod)  # asks at least as much as a pod already rejected: rejected too
+                    violations += counts
+                    continue
                 trial = add(used, pod.requests)
                 if resource_reasons(requests, allocatable, trial):
+                    rejected = [r for r in rejected if not _covers(r, pod.requests)]
+                    rejected.append(pod.requests)
                     victims.append(pod)
                     violations += counts
                 else:
