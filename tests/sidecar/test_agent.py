@@ -302,3 +302,22 @@ def test_replaced_rejected_pod_does_not_start_a_second_preemption(cluster, sidec
     cluster.finish("b")
     wait_for(lambda: state_of(cluster, "second") == rec.DONE, what="room made for the replacement")
     assert len(cluster.evictions.attempts) == 2
+
+
+def test_memory_of_departed_pods_is_dropped(cluster):
+    """What the process remembers about pods (backoff, reports, events sent) is bounded by the node's pods."""
+    from webhook.sidecar.agent import EVICTING_TTL, Sidecar
+    from webhook.sidecar.decide import Settings
+
+    agent = Sidecar(cluster.api.api_client(), Settings(node_name="node-a"))
+    agent._blocked = {"here": (1.0, 1), "gone": (1.0, 1)}
+    agent._victim_evented = {"here", "gone"}
+    agent._reported = {"k1": "here", "k2": "gone"}
+    agent._written = {"gone": {}}
+    agent._evicting = {"here": 0.0, "fresh": 100.0}
+    agent._forget_gone({"here", "fresh"}, now=100.0)
+    assert set(agent._blocked) == {"here"} and agent._victim_evented == {"here"}
+    assert agent._reported == {"k1": "here"} and agent._written == {}
+    assert set(agent._evicting) == {"here", "fresh"}
+    agent._forget_gone({"here", "fresh"}, now=EVICTING_TTL + 1)
+    assert set(agent._evicting) == {"fresh"}  # accepted long ago, never shown terminating: look again

@@ -39,7 +39,7 @@ from webhook.sidecar.decide import (
     ref,
     uid,
 )
-from webhook.sidecar.lifecycle import TERMINATED, lifecycle_state, state_counts
+from webhook.sidecar.lifecycle import TERMINATED, TERMINATING, lifecycle_state, state_counts
 from webhook.sidecar.ratelimit import EvictionRateLimit
 
 log = logging.getLogger("webhook.sidecar")
@@ -47,6 +47,7 @@ log = logging.getLogger("webhook.sidecar")
 COMPONENT = "priority-webhook-sidecar"
 PREEMPTING = "Preempting"  # pkg/kubelet/events: PreemptContainer
 PREEMPTED_MESSAGE = "Preempted in order to admit critical pod"  # pkg/kubelet/preemption: message
+EVICTING_TTL = 300.0  # seconds an accepted eviction may take to show in the view
 
 
 def _rv(pod: Mapping[str, Any]) -> int:
@@ -108,7 +109,7 @@ class Sidecar:
         # hints (see decide.Hints); only the loop thread touches them
         self._evicting: dict[str, float] = {}
         self._blocked: dict[str, tuple[float, int]] = {}
-        self._reported: set[str] = set()
+        self._reported: dict[str, str] = {}  # report key -> uid of the rejected pod it is about
         self._victim_evented: set[str] = set()
         self._written: dict[str, dict[str, Any]] = {}
         self.steps = 0
@@ -163,7 +164,7 @@ class Sidecar:
     # -- one pass -----------------------------------------------------------------------------------
     def view(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """The node and its pods, with our own record writes laid over a cache that has not caught up."""
-        node = self.nodes.get("", self.settings.node_name) or self.nodes.get(None, self.settings.node_name)
+        node = self.nodes.get("", self.settings.node_name)
         pods = []
         for pod in self.pods.list():
             written = self._written.get(uid(pod))
@@ -175,11 +176,24 @@ class Sidecar:
             pods.append(pod)
         return node, pods
 
+    def _forget_gone(self, present: set[str], now: float) -> None:
+        """Drop what the process remembers about pods no longer on the node, so memory stays bounded."""
+        for table in (self._written, self._blocked):
+            for key in [k for k in table if k not in present]:
+                del table[key]
+        self._victim_evented &= present
+        for key in [k for k, owner in self._reported.items() if owner not in present]:
+            del self._reported[key]
+        for victim, since in list(self._evicting.items()):
+            if now - since > EVICTING_TTL:  # accepted but never shown terminating: let decide see it again
+                del self._evicting[victim]
+
     def hints(self, pods: list[dict[str, Any]], now: float) -> Hints:
         by_uid = {uid(p): p for p in pods}
+        self._forget_gone(set(by_uid), now)
         for victim in list(self._evicting):  # forget once the view shows the eviction (or the pod is gone)
             pod = by_uid.get(victim)
-            if pod is None or lifecycle_state(pod) in ("terminating", TERMINATED):
+            if pod is None or lifecycle_state(pod) in (TERMINATING, TERMINATED):
                 del self._evicting[victim]
         return Hints(
             now=now,
@@ -253,7 +267,7 @@ class Sidecar:
             if err.status == 403:  # RBAC without patch on pods: say so once, loudly, instead of every pass
                 key = "forbidden-record"
                 if key not in self._reported:
-                    self._reported.add(key)
+                    self._reported[key] = uid(pod)
                     message = (
                         "Cannot record preemption state on this pod: the sidecar may not patch pods "
                         "(grant patch on pods, or run with --dry-run); nothing will be evicted"
@@ -328,11 +342,11 @@ class Sidecar:
         log.warning("%s: %s (attempt %d, next in %.1fs)", ref(action.pod), message, attempts, delay)
         key = f"evict-failed/{uid(action.pod)}/{victim_uid}/{outcome.reason}"
         if key not in self._reported:
-            self._reported.add(key)
+            self._reported[key] = uid(action.pod)
             self.events.record(action.pod, WARNING, "EvictionFailed", message)
 
     def _dry_run(self, action: DryRun) -> None:
-        self._reported.add(action.key)
+        self._reported[action.key] = uid(action.pod)
         names = ", ".join(ref(v) for v in action.victims)
         message = f"Dry run: would preempt {len(action.victims)} pod(s) ({action.resource}): {names}"
         log.info("%s: %s", ref(action.pod), message)
@@ -340,7 +354,7 @@ class Sidecar:
         self.events.record(action.pod, NORMAL, "PreemptionDryRun", message)
 
     def _report(self, action: Report) -> None:
-        self._reported.add(action.key)
+        self._reported[action.key] = uid(action.pod)
         level = logging.WARNING if action.type == WARNING else logging.INFO
         log.log(level, "%s: %s: %s", ref(action.pod), action.reason, action.message)
         self.events.record(action.pod, action.type, action.reason, action.message)
