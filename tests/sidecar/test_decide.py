@@ -283,6 +283,13 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         [("evict", "crit", "a", "cpu")],
     ),
     (
+        "dry run never evicts, even for a record a real run left",
+        [pod("a", cpu="600m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
+        replace(BASE, dry_run=True),
+        Hints(),
+        [],
+    ),
+    (
         "record preempting, victim backing off after a refusal: wait",
         [pod("a", cpu="600m"), rejected("crit", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),)))],
         BASE,

@@ -4,7 +4,9 @@ For each rejected critical pod (see `trigger`), in creation order:
 
 1. No record yet: ask the node-side preemption module which pods to evict, with the current view (the
    rejected pod left out, every pod that is not terminated counted as using its requests). If the pod fits
-   already, mark it done. Otherwise write the record (victims chosen) and then evict the victims.
+   already, mark it done; if it would fit once the pods already terminating are gone, wait. Otherwise
+   write the record (victims chosen) and then evict the victims. A rejection older than
+   `max_rejection_age` starts nothing.
 2. Record `preempting`: evict recorded victims that are still running (never one already terminating or
    whose eviction was just accepted), then wait. Only when every recorded victim has terminated or is gone
    is the pod evaluated again (a new round, up to `max_rounds`), so a slow victim never causes a second set
@@ -231,8 +233,9 @@ def decide(
                 by_uid[v.uid] for v in found.victims if v.uid in by_uid and holds_resources(by_uid[v.uid])
             ]
             if outstanding:
-                step, budget = _evict_outstanding(r, found, outstanding, settings, hints, budget)
-                actions += step
+                if not settings.dry_run:  # a dry run never evicts, not even for a record left by a real run
+                    step, budget = _evict_outstanding(r, found, outstanding, settings, hints, budget)
+                    actions += step
                 continue
         step, budget, chosen = _evaluate(r, found, node, pods, settings, hints, budget, claimed, admit)
         claimed.update(chosen)
