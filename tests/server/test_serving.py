@@ -32,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, metrics_parent: Path) -> It
     tmp = tmp_path_factory.mktemp("server")
     with webhook_server(
         tmp,
-        *("--classes", str(EXAMPLE_CLASSES), "--body-timeout", str(BODY_TIMEOUT)),
+        *("--classes", str(EXAMPLE_CLASSES), "--read-timeout", str(BODY_TIMEOUT)),
         env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_parent)},
     ) as running:
         yield running
@@ -211,6 +211,33 @@ def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(
             assert sock.recv(1) == b""  # and the server has closed the connection
         assert status == 400
         assert json.loads(body)["error"] == error
+    assert server.review("/mutate", review(pod())).status_code == 200
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLError):
+        return True
+
+
+@pytest.mark.parametrize("stage", ["handshake", "headers"])
+def test_clients_silent_before_their_request_are_dropped(server: WebhookServer, stage: str) -> None:
+    """gthread hands a connection to a thread at its first byte; a client that then goes quiet during the
+    handshake or the headers must not keep that thread. Without the bound, the server would never close
+    these connections and `recv` here would time out."""
+    silent: list[socket.socket] = []
+    for _ in range(4):
+        if stage == "handshake":
+            sock = socket.create_connection((server.host, server.port), timeout=10)
+            sock.sendall(b"\x16\x03\x01")  # the start of a TLS ClientHello record, and nothing more
+        else:
+            sock = raw_tls(server)
+            sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: loc")
+        silent.append(sock)
+    for sock in silent:
+        with sock:
+            assert closed_by_server(sock)
     assert server.review("/mutate", review(pod())).status_code == 200
 
 

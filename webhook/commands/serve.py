@@ -54,11 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="how long in-flight reviews may take to finish after SIGTERM (default: %(default)s)",
     )
     parser.add_argument(
-        "--body-timeout",
+        "--read-timeout",
         type=_positive_float,
         default=10.0,
         metavar="SECONDS",
-        help="refuse a request body that stops arriving for this long (default: %(default)s)",
+        help="longest a client may stay silent during the TLS handshake, its first request's headers or a "
+        "request body before the connection is dropped (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
     parser.add_argument(
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=args.threads,
         graceful_timeout=args.graceful_timeout,
-        body_timeout=args.body_timeout,
+        read_timeout=args.read_timeout,
         access_log=args.access_log,
         log_level=args.log_level,
     )
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
-    certificate = _tls(args.cert_dir)
+    certificate = _tls(args.cert_dir, args.read_timeout)
     with metrics_dir() as path:
         log.info("metrics directory %s", path)
         WebhookApplication(settings, certificate, master_store).run()
@@ -144,7 +145,7 @@ def _check_store(spec: StoreSpec) -> ClassStore | None:
     return None
 
 
-def _tls(cert_dir: Path) -> ReloadingContext:
+def _tls(cert_dir: Path, read_timeout: float) -> ReloadingContext:
     cert, key = cert_files(cert_dir)
     if not cert.exists() and not key.exists():
         try:
@@ -159,6 +160,6 @@ def _tls(cert_dir: Path) -> ReloadingContext:
             cert_dir / tls.CA_CERT,
         )
     try:
-        return ReloadingContext(cert, key)
+        return ReloadingContext(cert, key, handshake_timeout=read_timeout)
     except (OSError, ssl.SSLError, ValueError) as err:
         raise InputError(f"--cert-dir: cannot load {cert} and {key}: {err}") from None

@@ -46,7 +46,7 @@ class ServeSettings:
     threads: int = 8
     keepalive: int = 75
     graceful_timeout: int = 25
-    body_timeout: float = 10.0
+    read_timeout: float = 10.0
     access_log: bool = False
     log_level: str = "info"
 
@@ -99,7 +99,7 @@ class WebhookApplication(BaseApplication):
         self.worker_store = (
             self.master_store if self.master_store is not None else open_store(self.settings.store)
         )
-        return create_app(self.worker_store, self.settings.options, body_timeout=self.settings.body_timeout)
+        return create_app(self.worker_store, self.settings.options, body_timeout=self.settings.read_timeout)
 
     def _worker_exit(self, server: Any, worker: Any) -> None:
         if self.worker_store is not None and self.worker_store is not self.master_store:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +24,55 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL = 1.0
 
 
-def server_context(cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str]) -> ssl.SSLContext:
+# A client must finish the TLS handshake and send its first request line and headers within this long.
+HANDSHAKE_TIMEOUT = 10.0
+
+
+class ClientSilent(ssl.SSLEOFError, TimeoutError):
+    """A read timed out. As an SSL EOF, gunicorn closes the connection quietly (a plain timeout is logged
+    with a traceback per client); as a TimeoutError, every `except TimeoutError` still sees it."""
+
+
+class _QuietTimeoutSocket(ssl.SSLSocket):
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except TimeoutError as err:
+            raise ClientSilent(ssl.SSL_ERROR_EOF, f"client silent during the TLS handshake: {err}") from None
+
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:
+        try:
+            return super().read(len, buffer)
+        except TimeoutError as err:
+            raise ClientSilent(ssl.SSL_ERROR_EOF, f"client silent: {err}") from None
+
+
+class BoundedServerContext(ssl.SSLContext):
+    """An SSLContext whose server sockets start with a timeout.
+
+    gunicorn's gthread worker hands a new connection to a pool thread once its first bytes arrive, then
+    handshakes and reads the request headers on a blocking socket with no timeout: a client that sends one
+    byte and goes quiet would hold that thread for good, and a handful of them every thread. The timeout
+    set here bounds each read of the handshake and of the first request's headers; the body has its own
+    (see webhook.server.app.read_body).
+    """
+
+    handshake_timeout: float = HANDSHAKE_TIMEOUT
+    sslsocket_class = _QuietTimeoutSocket
+
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+        sock.settimeout(self.handshake_timeout)
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
+def server_context(
+    cert_file: str | os.PathLike[str],
+    key_file: str | os.PathLike[str],
+    handshake_timeout: float = HANDSHAKE_TIMEOUT,
+) -> ssl.SSLContext:
     """TLS 1.2+ server context with Python's default (modern, forward-secret) cipher selection."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = BoundedServerContext(ssl.PROTOCOL_TLS_SERVER)
+    context.handshake_timeout = handshake_timeout
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     context.load_cert_chain(cert_file, key_file)
@@ -41,11 +89,19 @@ def _identity(path: Path) -> tuple[int, int, int, int]:
 class ReloadingContext:
     """An SSLContext that follows the certificate files: `current()` is called once per connection."""
 
-    def __init__(self, cert_file: Path, key_file: Path, *, interval: float = CHECK_INTERVAL) -> None:
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path,
+        *,
+        interval: float = CHECK_INTERVAL,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+    ) -> None:
         self.cert_file, self.key_file, self.interval = Path(cert_file), Path(key_file), interval
+        self.handshake_timeout = handshake_timeout
         self._lock = threading.Lock()
         self._identity = self._files_identity()
-        self._context = server_context(self.cert_file, self.key_file)
+        self._context = server_context(self.cert_file, self.key_file, handshake_timeout)
         self._next_check = time.monotonic() + interval
 
     def _files_identity(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -66,7 +122,7 @@ class ReloadingContext:
             identity = self._files_identity()
             if identity == self._identity:
                 return
-            context = server_context(self.cert_file, self.key_file)
+            context = server_context(self.cert_file, self.key_file, self.handshake_timeout)
         except (OSError, ssl.SSLError) as err:
             # Between writing the key and the certificate the pair does not match, or a file is briefly
             # missing: keep serving the last good pair and look again at the next check.
