@@ -156,9 +156,14 @@ def _creation_key(pod: Pod) -> tuple[str, str, str]:
     )
 
 
-def is_candidate(victim: Pod, preemptor_priority: int, settings: Settings, hints: Hints) -> bool:
-    """May the sidecar evict `victim` for a preemptor of `preemptor_priority`? (the safety rules)"""
-    if lifecycle_state(victim) in (TERMINATING, TERMINATED) or uid(victim) in hints.evicting:
+def is_candidate(
+    victim: Pod, preemptor_priority: int, settings: Settings, hints: Hints, state: str | None = None
+) -> bool:
+    """May the sidecar evict `victim` for a preemptor of `preemptor_priority`? (the safety rules)
+
+    `state`: the victim's lifecycle state when the caller has it already.
+    """
+    if (state or lifecycle_state(victim)) in (TERMINATING, TERMINATED) or uid(victim) in hints.evicting:
         return False
     if is_static(victim):
         return False
@@ -277,13 +282,15 @@ def _evaluate(
     others: list[dict[str, Any]] = []
     staying: list[dict[str, Any]] = []  # `others` without the pods already on their way out
     for other in pods:
-        if uid(other) == key or not holds_resources(other):
+        other_uid = uid(other)
+        if other_uid == key or (other.get("spec") or {}).get("nodeName") != settings.node_name:
             continue
-        if (other.get("spec") or {}).get("nodeName") != settings.node_name:
-            continue
-        leaving = lifecycle_state(other) == TERMINATING or uid(other) in hints.evicting
-        if uid(other) not in claimed and is_candidate(other, preemptor_priority, settings, hints):
-            candidates.add(uid(other))
+        state = lifecycle_state(other)
+        if state == TERMINATED:
+            continue  # holds nothing
+        leaving = state == TERMINATING or other_uid in hints.evicting
+        if other_uid not in claimed and is_candidate(other, preemptor_priority, settings, hints, state):
+            candidates.add(other_uid)
             others.append(dict(other))
         else:
             others.append(_neutralised(other, fixed_priority))
