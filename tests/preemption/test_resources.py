@@ -297,3 +297,12 @@ def test_add_subtract_total_take_the_union_of_keys():
     assert total([a, b, b]) == {"cpu": 160, "memory": 5, "pods": 2}
     assert total([]) == {}
     assert a == {"cpu": 100, "memory": 5}  # inputs untouched
+
+
+def test_errors_echo_at_most_a_prefix_of_a_huge_value():
+    with pytest.raises(InvalidQuantity) as err:
+        parse_quantity("cpu", "x" * 10_000)
+    assert str(err.value) == f"cpu: invalid quantity '{'x' * 59}..."
+    with pytest.raises(InvalidQuantity) as err:
+        pod_requests({"spec": {"containers": [{"resources": {"requests": {"r" * 500: "bad"}}}]}})
+    assert str(err.value) == f"spec.containers[0].resources.requests.{'r' * 60}...: invalid quantity 'bad'"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION, SYSTEM_CRITICAL_PRIORITY
-from webhook.preemption.resources import InvalidObject, field, spec_of
+from webhook.preemption.resources import InvalidObject, field, shown, shown_name, spec_of
 
 API_SOURCE = "api"
 
@@ -33,7 +33,7 @@ def priority_of(pod: Mapping[str, Any]) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidObject(f"spec.priority: must be an integer, got {value!r}")
+        raise InvalidObject(f"spec.priority: must be an integer, got {shown(value)}")
     return value
 
 
@@ -68,7 +68,7 @@ def same_ref(ref: tuple[str, str, str], pod: Mapping[str, Any]) -> bool:
 def describe(pod: Any) -> str:
     """`namespace/name` for messages."""
     ns, name, _ = pod_ref(pod) if isinstance(pod, Mapping) else ("", "", "")
-    return f"{ns}/{name}" if ns else (name or "<unnamed>")
+    return shown_name(f"{ns}/{name}" if ns else (name or "<unnamed>"))
 
 
 def is_critical(pod: Mapping[str, Any], critical_priority: int = SYSTEM_CRITICAL_PRIORITY) -> bool:

@@ -30,6 +30,20 @@ MILLI_IN_NANO = 10**6
 _QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
 
 
+SHOWN_CHARS = 60  # an error echoes at most this much of a bad value, so it stays one readable line
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to SHOWN_CHARS: enough to recognise the bad value in a message."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}..."
+
+
+def shown_name(name: str) -> str:
+    """A map key (resource or label name) inside a field path, cut like `shown`."""
+    return name if len(name) <= SHOWN_CHARS else f"{name[:SHOWN_CHARS]}..."
+
+
 class InvalidObject(ValueError):
     """A Kubernetes object that cannot be read: the message names the field and what is wrong."""
 
@@ -78,9 +92,9 @@ def quantity_nano(value: str | int | float, where: str) -> int:
     text = value if isinstance(value, str) else repr(value)
     nano = _nano_cached(text)
     if nano is None:
-        raise InvalidQuantity(f"{where}: invalid quantity {value!r}")
+        raise InvalidQuantity(f"{where}: invalid quantity {shown(value)}")
     if nano < 0:
-        raise InvalidQuantity(f"{where}: quantity {value!r} must not be negative")
+        raise InvalidQuantity(f"{where}: quantity {shown(value)} must not be negative")
     return nano
 
 
@@ -103,8 +117,8 @@ def _resource_list(obj: Any, key: str, path: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in raw.items():
         if not isinstance(name, str):
-            raise InvalidObject(f"{path}.{key}: resource name {name!r} must be a string")
-        out[name] = quantity_nano(value, f"{path}.{key}.{name}")
+            raise InvalidObject(f"{path}.{key}: resource name {shown(name)} must be a string")
+        out[name] = quantity_nano(value, f"{path}.{key}.{shown_name(name)}")
     return out
 
 
