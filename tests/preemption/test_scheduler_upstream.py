@@ -411,3 +411,24 @@ def test_nominated_pods_of_higher_priority_occupy_the_node_and_lower_ones_lose_t
     without_high = run(pod("pre", "", HIGH, L), [o for o in objects if o["metadata"]["name"] != "n-high"])
     assert without_high.outcome == PREEMPT and [p.name for p in without_high.victims] == ["p1"]
 
+
+
+# --- Legacy 2020 generic_scheduler_test.go rows whose expectation changed -----------------------------------
+def test_l2_a_node_without_victims_is_no_candidate_any_more():
+    """2020: machine3 (empty) won at once with 0 victims. Today, with every node stated Unschedulable,
+    machine3 yields "No preemption victims found" and machine1/machine2 tie (ours: the first examined)."""
+    objects = [node("machine1"), node("machine2"), node("machine3"),
+               pod("m1.1", "machine1", MID, L), pod("m2.1", "machine2", MID, L)]
+    diagnosis = {"machine1": U, "machine2": U, "machine3": U}
+    result = run(pod("pre", "", HIGH, L), objects, diagnosis=diagnosis)
+    assert (result.node, [p.name for p in result.victims]) == ("machine1", ["m1.1"])
+    assert result.excluded["machine3"] == "No preemption victims found for incoming pod"
+    # without stated statuses our own Filter sees that machine3 simply fits: no preemption at all
+    assert run(pod("pre", "", HIGH, L), objects).outcome == FITS
+
+
+def test_a_victim_already_terminating_is_still_listed_and_counted():
+    objects = [node("node1"), pod("going", "node1", LOW, L, terminating=True), node("node2"), pod("p", "node2", LOW, L)]
+    result = run(pod("pre", "", HIGH, L), objects)
+    # node2 needs one victim of priority 0 too; both tie until the adjusted sums, equal as well: first examined
+    assert (result.node, [p.name for p in result.victims]) == ("node1", ["going"])
