@@ -287,7 +287,7 @@ def test_e4_waiting_for_its_victims_keeps_the_nomination():
     result = run(pod("pre", "", HIGH, nominated="node1"), objects)
     assert (result.outcome, result.node) == (NOT_ELIGIBLE, None)
     assert result.message == (
-        "preemption: not eligible due to a terminating pod on the nominated node.; it stays nominated to node1"
+        "preemption: not eligible due to a terminating pod on the nominated node. It stays nominated to node1."
     )
 
 

@@ -73,7 +73,7 @@ def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
     return min(n, num_nodes)
 
 
-def eligibility(preemptor: PodInfo, snapshot: Snapshot, statuses: dict[str, Failure | None]) -> str | None:
+def eligibility(preemptor: PodInfo, snapshot: Snapshot, statuses: Mapping[str, Failure | None]) -> str | None:
     """`PodEligibleToPreemptOthers`: None when the pod may preempt, else upstream's reason.
 
     Current rule (#114623, #92600): only lower-priority pods terminating BECAUSE the scheduler preempted
@@ -147,7 +147,7 @@ def plan(
     excluded = {name: "; ".join(s.reasons) for name, s in statuses.items() if s is not None}
     reason = eligibility(preemptor, snapshot, statuses)
     if reason is not None:
-        kept = f"; it stays nominated to {preemptor.nominated_node}" if preemptor.nominated_node else ""
+        kept = f" It stays nominated to {preemptor.nominated_node}." if preemptor.nominated_node else ""
         return Plan(NOT_ELIGIBLE, None, message=f"preemption: {reason}{kept}", excluded=excluded)
 
     potential = potential_nodes(snapshot, statuses)

@@ -24,7 +24,7 @@ from webhook.preemption.predicates import (
     tolerates,
     untolerated_taint,
 )
-from webhook.preemption.resources import PODS
+from webhook.preemption.resources import PODS, add, total
 from webhook.preemption.snapshot import NodeInfo, PodInfo
 
 UNSCHEDULABLE = "Unschedulable"
@@ -118,11 +118,7 @@ class NodeFit:
         self.node = node
         self.allocatable = node.allocatable
         counted = [p for p in nominated if p.priority >= preemptor.priority and not same_pod(p, preemptor)]
-        used = dict(node.used)
-        for p in counted:
-            for k, v in p.requests.items():
-                used[k] = used.get(k, 0) + v
-        self.base_used = used
+        self.base_used = add(node.used, total(p.requests for p in counted))
         self.nominated_objs = [p.obj for p in counted]
         self.ports = declares_host_ports(preemptor.obj)
 
@@ -135,6 +131,7 @@ class NodeFit:
         return resource_failure(self.preemptor.requests, self.allocatable, used)
 
     def fits(self, used: Mapping[str, int], present: Sequence[PodInfo]) -> bool:
+        """`failure(...) is None`, without building the reason texts (the dry run's inner loop)."""
         if self.ports:
             objs = [p.obj for p in present] + self.nominated_objs
             if host_port_conflicts(self.preemptor.obj, objs) is not None:
