@@ -19,15 +19,37 @@ from tests.support.server import WebhookServer, webhook_server
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(120)
+PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPIServer, WebhookServer]]:
+    """One API server and one webhook (a single worker) for the module: starting them costs seconds."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    with KubeAPIServer(bookmark_interval=0.2) as api:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
+            wait_for(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+                     timeout=20, what="/readyz 200")
+            yield api, server
 
 
 @pytest.fixture
-def webhook(api: KubeAPIServer, tmp_path: Path) -> Iterator[WebhookServer]:
-    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
-        wait_for(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                 timeout=20, what="/readyz 200")
-        yield server
+def api(cluster: tuple[KubeAPIServer, WebhookServer]) -> KubeAPIServer:
+    """The shared API server, back to the system classes only, with no fault left on."""
+    api, server = cluster
+    api.release()
+    api.fail_next(0)
+    for item in api.list("priorityclasses"):
+        if not item["metadata"]["name"].startswith("system-"):
+            api.delete("priorityclasses", item["metadata"]["name"])
+    wait_for(lambda: sees(server, None, 0), what="the webhook back to no default class")
+    return api
+
+
+@pytest.fixture
+def webhook(cluster: tuple[KubeAPIServer, WebhookServer], api: KubeAPIServer) -> WebhookServer:
+    return cluster[1]
 
 
 def resolve(server: WebhookServer, obj: dict[str, Any]) -> tuple[int | None, str | None]:
@@ -46,6 +68,7 @@ def sees(server: WebhookServer, class_name: str | None, priority: int | None) ->
 
 
 def test_classes_created_changed_and_deleted_while_serving(api: KubeAPIServer, webhook: WebhookServer) -> None:
+    lists = api.list_count(PCS)
     assert resolve(webhook, pod(class_name="high"))[1].endswith("no PriorityClass with name high was found")
     high = api.create("priorityclasses", pc("high", 1000))
     wait_for(lambda: sees(webhook, "high", 1000), what="created class resolved")
@@ -57,7 +80,7 @@ def test_classes_created_changed_and_deleted_while_serving(api: KubeAPIServer, w
     api.delete("priorityclasses", "high")
     wait_for(lambda: resolve(webhook, pod(class_name="high"))[1] is not None, what="deleted class refused")
     assert sees(webhook, "system-node-critical", 2000001000)  # served from the cluster like any class
-    assert api.list_count("/apis/scheduling.k8s.io/v1/priorityclasses") == 1  # no LIST per review
+    assert api.list_count(PCS) == lists  # reviews never cause a LIST
 
 
 def test_two_global_defaults_the_lower_value_wins(api: KubeAPIServer, webhook: WebhookServer) -> None:
@@ -103,17 +126,24 @@ def test_recovers_from_every_fault_and_answers_meanwhile(api: KubeAPIServer, web
                      "after-stall"}
 
 
-def test_readyz_is_503_until_the_first_list_then_200(api: KubeAPIServer, tmp_path: Path) -> None:
-    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    with api.failing(500), webhook_server(tmp_path, "--kubeconfig", kubeconfig) as server:
-        wait_for(lambda: api.list_count() >= 2, what="both workers tried to LIST")
+def test_readyz_is_503_until_the_first_list_then_200(tmp_path: Path) -> None:
+    with KubeAPIServer() as api, api.failing(500), webhook_server(
+        tmp_path, "--kubeconfig", api.kubeconfig(tmp_path / "kubeconfig")
+    ) as server:
+        wait_for(lambda: api.list_count() >= 2, what="LIST attempted")
         for _ in range(4):  # whichever worker answers
             answer = server.session.get(server.url + "/readyz", timeout=5)
             assert answer.status_code == 503
         api.fail_next(0)
         wait_for(lambda: all(requests.get(server.url + "/readyz", verify=str(server.ca_file), timeout=5)
-                             .status_code == 200 for _ in range(4)), what="/readyz 200 on every worker")
-        metrics = server.session.get(server.url + "/metrics", timeout=5).text
-        assert 'priority_webhook_cache_synced{reflector="priorityclasses"} 1.0' in metrics
-        assert 'priority_webhook_cache_objects{reflector="priorityclasses"} 2.0' in metrics
-        assert "priority_webhook_cache_last_activity_timestamp_seconds" in metrics
+                             .status_code == 200 for _ in range(4)), what="/readyz 200")
+
+        def metrics() -> str:
+            return server.session.get(server.url + "/metrics", timeout=5).text
+
+        # The gauge is the minimum over live workers: 1 only once every worker has synced.
+        wait_for(lambda: 'priority_webhook_cache_synced{reflector="priorityclasses"} 1.0' in metrics(),
+                 what="synced on every worker")
+        text = metrics()
+        assert 'priority_webhook_cache_objects{reflector="priorityclasses"} 2.0' in text
+        assert "priority_webhook_cache_last_activity_timestamp_seconds" in text
