@@ -127,7 +127,8 @@ class _Facts:
 
 def _facts(pod: Mapping[str, Any]) -> _Facts:
     """Reads a pod; a direct path for well-formed API objects, the checked accessors for anything else."""
-    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status") or {}
+    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
+    status = {} if status is None else status
     annotations = meta.get("annotations") if type(meta) is dict else None
     priority = spec.get("priority") if type(spec) is dict else None
     if (
