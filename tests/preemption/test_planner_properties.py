@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -155,3 +156,10 @@ def test_sampling_with_enough_candidates_finds_the_same_node(cluster, offset):
                                if c.node.name == r.node)
         assert score(sampled) == score(full)
         assert {c.node.name for c in sampled.candidates} == {c.node.name for c in full.candidates}
+
+
+@pytest.mark.fuzz
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_plan_properties_long(cluster):
+    test_plan_properties.hypothesis.inner_test(cluster)
