@@ -302,3 +302,30 @@ def test_metrics_follow_the_cache(api: KubeAPIServer, reflect) -> None:
     assert stamp > 0
     wait_for(lambda: metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector) > stamp,
              what="bookmarks keep the activity timestamp fresh")
+
+
+@pytest.mark.parametrize("client_certificates", [False, True], ids=["ca-only", "client-certificate"])
+def test_tls_ca_and_client_certificate_come_from_the_kubeconfig(tmp_path, client_certificates: bool) -> None:
+    with KubeAPIServer(tls=True, client_certificates=client_certificates, bookmark_interval=0.2) as api:
+        client = api_client(api.kubeconfig(tmp_path / "kubeconfig"), False)
+        cache = ObjectCache()
+        reflector = Reflector(client, PCS, cache, name="tls", **FAST)
+        reflector.start()
+        try:
+            assert reflector.wait_synced(5)
+            api.create("priorityclasses", pc("over-tls", 1))
+            converge(cache, api)
+        finally:
+            reflector.stop(5)
+
+
+def test_tls_without_the_client_certificate_is_refused(tmp_path) -> None:
+    with KubeAPIServer(client_certificates=True) as api:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", with_client_certificate=False)
+        reflector = Reflector(api_client(kubeconfig, False), PCS, ObjectCache(), name="tls-refused", **FAST)
+        reflector.start()
+        try:
+            wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)
+            assert not reflector.synced
+        finally:
+            reflector.stop(5)

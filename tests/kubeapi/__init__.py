@@ -18,7 +18,9 @@ JSON lines from `resourceVersion`, `allowWatchBookmarks` → a BOOKMARK every `b
 the selector is ADDED, one leaving it is DELETED). A watch from a compacted resourceVersion gets an ERROR
 event carrying a 410 `Expired` Status (or HTTP 410 with `gone_as_http=True`). Like the real API server it
 starts with the two system PriorityClasses (`system_priority_classes=False` to start empty). With
-`token="..."` every request needs `Authorization: Bearer <token>` (401 otherwise).
+`token="..."` every request needs `Authorization: Bearer <token>` (401 otherwise). With `tls=True` it
+serves HTTPS under a private CA, and with `client_certificates=True` it also requires a client certificate
+signed by that CA; `api_client()` and `kubeconfig()` carry the CA and the client certificate.
 
 LIST serves the latest state whatever `resourceVersion` it is given (valid for the default "not older
 than" semantics) and ignores `limit` / `continue` (no pagination).

@@ -6,14 +6,18 @@ as chunked JSON lines, and applies the fault hooks (500s, stalls, dropped stream
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import socket
+import ssl
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,6 +25,7 @@ import jsonpatch
 import kubernetes.client
 import yaml
 
+from tests.kubeapi.certs import ApiCertificates, write_api_certificates
 from tests.kubeapi.resources import DEFAULT_RESOURCES, SYSTEM_PRIORITY_CLASSES, ResourceType
 from tests.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from tests.kubeapi.storage import ApiError, Storage, StoredEvent
@@ -86,8 +91,15 @@ class KubeAPIServer:
     def __init__(self, *, resources: tuple[ResourceType, ...] = DEFAULT_RESOURCES,
                  system_priority_classes: bool = True, token: str | None = None,
                  bookmark_interval: float = 1.0, default_watch_timeout: float = 1800.0,
-                 gone_as_http: bool = False, graceful_pods: bool = False) -> None:
+                 gone_as_http: bool = False, graceful_pods: bool = False, tls: bool = False,
+                 client_certificates: bool = False) -> None:
         self.storage = Storage(graceful_pods=graceful_pods)
+        # TLS mode: HTTPS with a private CA; with client_certificates, a client certificate signed by that
+        # CA is required (x509 client authentication), and the kubeconfig carries it.
+        self.tls = tls or client_certificates
+        self.client_certificates = client_certificates
+        self.certificates: ApiCertificates | None = None
+        self._cert_dir: tempfile.TemporaryDirectory[str] | None = None
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
@@ -111,6 +123,18 @@ class KubeAPIServer:
     def start(self) -> KubeAPIServer:
         handler = type("Handler", (_Handler,), {"api": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
+        if self.tls:
+            self._cert_dir = tempfile.TemporaryDirectory(prefix="kubeapi-")
+            self.certificates = certs = write_api_certificates(Path(self._cert_dir.name))
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_cert_chain(certs.server_cert, certs.server_key)
+            if self.client_certificates:
+                context.verify_mode = ssl.CERT_REQUIRED
+                context.load_verify_locations(certs.ca)
+            # The handshake happens in the handler thread, not in the accept loop.
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
+                                                     do_handshake_on_connect=False)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="kubeapi",
                                         daemon=True)
@@ -124,6 +148,9 @@ class KubeAPIServer:
             self.drop_watches()
             self._httpd.server_close()
             self._httpd = None
+        if self._cert_dir is not None:
+            self._cert_dir.cleanup()
+            self._cert_dir = None
 
     def __enter__(self) -> KubeAPIServer:
         return self.start()
@@ -135,25 +162,36 @@ class KubeAPIServer:
     def url(self) -> str:
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     # -- client helpers -------------------------------------------------------------------------------
     def api_client(self) -> kubernetes.client.ApiClient:
         """A real client pointing at this server (with the bearer token if one is required)."""
         config = kubernetes.client.Configuration()
         config.host = self.url
+        if self.certificates is not None:
+            config.ssl_ca_cert = str(self.certificates.ca)
+            if self.client_certificates:
+                config.cert_file = str(self.certificates.client_cert)
+                config.key_file = str(self.certificates.client_key)
         if self.token:
             config.api_key = {"authorization": self.token}
             config.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(config)
 
-    def kubeconfig(self, path: str) -> str:
+    def kubeconfig(self, path: str | Path, *, with_client_certificate: bool = True) -> str:
         """Write a kubeconfig for this server to `path`; returns the path."""
         user: dict[str, Any] = {"token": self.token} if self.token else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.certificates is not None:  # embedded, as kubectl writes them
+            cluster["certificate-authority-data"] = _b64(self.certificates.ca)
+            if self.client_certificates and with_client_certificate:
+                user["client-certificate-data"] = _b64(self.certificates.client_cert)
+                user["client-key-data"] = _b64(self.certificates.client_key)
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "test", "cluster": cluster}],
             "users": [{"name": "test", "user": user}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
             "current-context": "test",
@@ -562,6 +600,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def _selector(query: dict[str, str]) -> Callable[[dict[str, Any]], bool]:
