@@ -12,7 +12,7 @@ from typing import Any
 from webhook.preemption.pods import is_mirror_pod, is_static_pod, is_terminating, priority_of
 from webhook.preemption.predicates import host_port_conflicts, is_terminal, os_mismatch, untolerated_taint
 from webhook.preemption.qos import qos_class
-from webhook.preemption.resources import InvalidObject, field, node_allocatable, request_views, shown, spec_of
+from webhook.preemption.resources import InvalidObject, field, node_allocatable, request_views, spec_of
 
 _EMPTY_NODE: dict[str, Any] = {"metadata": {"name": ""}, "spec": {"taints": []}}
 
@@ -23,7 +23,7 @@ def check_pod(pod: Any) -> None:
         raise InvalidObject(f"must be a Pod object, got {type(pod).__name__}")
     kind = pod.get("kind")
     if kind is not None and kind != "Pod":
-        raise InvalidObject(f"kind: expected Pod, got {shown(kind)}")
+        raise InvalidObject(f"kind: expected Pod, got {kind!r}")  # the CLI bounds the line
     meta = field(pod, "metadata", "pod", default={})
     field(meta, "annotations", "metadata", default={})
     field(pod, "status", "pod", default={})
@@ -51,7 +51,7 @@ def check_node(node: Any) -> None:
         raise InvalidObject(f"must be a Node object, got {type(node).__name__}")
     kind = node.get("kind")
     if kind is not None and kind != "Node":
-        raise InvalidObject(f"kind: expected Node, got {shown(kind)}")
+        raise InvalidObject(f"kind: expected Node, got {kind!r}")  # the CLI bounds the line
     meta = field(node, "metadata", "node", default={})
     field(meta, "labels", "metadata", default={})
     node_allocatable(node)
