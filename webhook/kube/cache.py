@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from webhook.kube.reflector import ObjectStore
+
 Listener = Callable[[str, dict | None, dict | None], None]
 
 RESYNC = "RESYNC"
@@ -15,8 +17,10 @@ def object_key(obj: dict) -> tuple[str, str]:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
-class ObjectCache:
+class ObjectCache(ObjectStore):
     """An ObjectStore that keeps the latest version of each object, for lookups and listeners.
+
+    Writers (the reflector's thread) take the lock; `get` is a single dict read and takes none.
 
     Listeners are called with (event, old, new) after each change, in event order, under the cache's
     lock (so they see changes in order and must be quick): "ADDED" (None, new), "MODIFIED" (old, new),
