@@ -195,6 +195,11 @@ BAD_INPUT = [
     ("unknown-class-on-a-snapshot-pod", [node("node1"), pod("a", "node1", None, class_name="nope")],
      'c.json: document 2: Pod default/a: pods "a" is forbidden: no PriorityClass with name nope was found'),
     ("duplicate-node", [node("node1"), node("node1")], "c.json: document 2: Node node1 appears twice"),
+    ("bad-node-name", [{**pod("a"), "spec": {"nodeName": 5, "containers": []}}],
+     "c.json: document 1: Pod default/a: spec.nodeName: must be a string"),
+    ("bad-labels", [{**pod("a"), "metadata": {"name": "a", "labels": {"x": 1}}}],
+     "c.json: document 1: Pod default/a: metadata.labels: must be a map of strings"),
+    ("spec-not-an-object", [{**pod("a"), "spec": []}], "c.json: document 1: Pod default/a: pod.spec: must be an object, got a list"),
     ("kindless", [{"metadata": {"name": "x"}}], "c.json: document 1: kind: missing"),
 ]
 

@@ -152,46 +152,59 @@ def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
 
 
 def read_pod(obj: dict[str, Any], source: str, index: int, resolve: PriorityResolver) -> PodInfo | None:
-    """The pod as preemption reads it, or None for a terminal pod (Succeeded/Failed)."""
+    """The pod as preemption reads it, or None for a terminal pod (Succeeded/Failed).
+
+    Runs once per pod of the snapshot: checks are inline and error texts are only built on an error.
+    """
     name = _name(obj, source, "Pod")
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
-    what = f"{source}: Pod {namespace}/{name}"
     if not isinstance(namespace, str):
-        raise InvalidSnapshot(f"{what}: metadata.namespace: must be a string")
+        raise _bad(source, "default", name, "metadata.namespace: must be a string")
     if is_terminal(obj):
         return None
     labels = meta.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise InvalidSnapshot(f"{what}: metadata.labels: must be a map of strings")
-    uid = meta.get("uid") or ""
+    if not isinstance(labels, dict) or not all(type(v) is str for v in labels.values()):
+        raise _bad(source, namespace, name, "metadata.labels: must be a map of strings")
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    for key, value in (("spec", spec), ("status", status)):
-        if not isinstance(value, dict):
-            raise InvalidSnapshot(f"{what}: {key}: must be an object")
-    node_name = _string(spec, "nodeName", what, "spec")
-    nominated = _string(status, "nominatedNodeName", what, "status")
+    if not isinstance(spec, dict) or not isinstance(status, dict):
+        part = "spec" if not isinstance(spec, dict) else "status"
+        raise _bad(source, namespace, name, f"{part}: must be an object")
+    node_name = spec.get("nodeName") or ""
+    nominated = status.get("nominatedNodeName") or ""
+    if type(node_name) is not str or type(nominated) is not str:
+        field_name = "spec.nodeName" if type(node_name) is not str else "status.nominatedNodeName"
+        raise _bad(source, namespace, name, f"{field_name}: must be a string")
+    start = status.get("startTime")
     try:
         priority, policy = resolve(obj, namespace)
         requests = scheduler_pod_requests(obj)
+        start_time = None if start is None else parse_time(start)
+    except InvalidStartTime:
+        raise _bad(source, namespace, name, f"status.startTime: not an RFC 3339 time: {start!r}") from None
     except ValueError as err:
-        raise InvalidSnapshot(f"{what}: {err}") from None
+        raise _bad(source, namespace, name, str(err)) from None
+    uid = meta.get("uid") or ""
     return PodInfo(
-        obj=obj,
-        namespace=namespace,
-        name=name,
-        uid=uid if isinstance(uid, str) else str(uid),
-        labels=labels,
-        priority=priority,
-        preemption_policy=policy,
-        start_time=_start_time(status, what),
-        requests=requests,
-        node_name=node_name,
-        nominated_node=nominated,
-        terminating_by_preemption=_terminating_by_preemption(meta, status),
-        index=index,
+        obj,
+        namespace,
+        name,
+        uid if type(uid) is str else str(uid),
+        labels,
+        priority,
+        policy,
+        start_time,
+        requests,
+        node_name,
+        nominated,
+        meta.get("deletionTimestamp") is not None and _preempted_by_scheduler(status),
+        index,
     )
+
+
+def _bad(source: str, namespace: str, name: str, detail: str) -> InvalidSnapshot:
+    return InvalidSnapshot(f"{source}: Pod {namespace}/{name}: {detail}")
 
 
 def _name(obj: dict[str, Any], source: str, kind: str) -> str:
@@ -204,37 +217,26 @@ def _name(obj: dict[str, Any], source: str, kind: str) -> str:
     return name
 
 
-def _string(obj: dict[str, Any], key: str, what: str, path: str) -> str:
-    value = obj.get(key) or ""
-    if not isinstance(value, str):
-        raise InvalidSnapshot(f"{what}: {path}.{key}: must be a string")
-    return value
-
-
-def _start_time(status: dict[str, Any], what: str) -> float | None:
-    raw = status.get("startTime")
-    if raw is None:
-        return None
-    try:
-        return parse_time(raw)
-    except ValueError:
-        raise InvalidSnapshot(f"{what}: status.startTime: not an RFC 3339 time: {raw!r}") from None
+class InvalidStartTime(ValueError):
+    """A time that is not RFC 3339."""
 
 
 def parse_time(raw: Any) -> float:
     """RFC 3339 (`2024-01-02T03:04:05Z`) to a POSIX timestamp; a time without zone is taken as UTC."""
     if not isinstance(raw, str):
-        raise ValueError(raw)
-    parsed = datetime.fromisoformat(raw)
+        raise InvalidStartTime(raw)
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidStartTime(raw) from None
     if parsed.tzinfo is None:
         return (parsed - datetime(1970, 1, 1)).total_seconds()
     return parsed.timestamp()
 
 
-def _terminating_by_preemption(meta: dict[str, Any], status: dict[str, Any]) -> bool:
-    """`PodTerminatingByPreemption`: only the first DisruptionTarget condition is examined, as upstream."""
-    if not meta.get("deletionTimestamp"):
-        return False
+def _preempted_by_scheduler(status: dict[str, Any]) -> bool:
+    """`PodTerminatingByPreemption` (given a deletionTimestamp): only the FIRST DisruptionTarget
+    condition is examined, as upstream."""
     for cond in status.get("conditions") or ():
         if isinstance(cond, dict) and cond.get("type") == DISRUPTION_TARGET:
             return cond.get("status") == "True" and cond.get("reason") == PREEMPTION_BY_SCHEDULER
