@@ -134,3 +134,15 @@ def test_errors_with_line_breaks_from_the_input_are_joined(tmp_path):
     outcome = run(["victims", "--node", str(node), "--pods", str(node), "--pod", str(node)])
     assert_clear_error(outcome, "victims")
     assert "(a b c): kind: expected Node, got 'Pod'" in outcome.err
+
+
+def test_plan_names_a_pod_status_that_is_not_an_object(tmp_path):
+    # used to crash with a traceback (InvalidObject escaping from the terminal-phase check)
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "default"},
+                                   "spec": {"containers": [], "nodeName": "node-1"}, "status": []}))
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}))
+    outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
+    assert_clear_error(outcome, "plan")
+    assert outcome.err.rstrip("\n").endswith("status: must be an object")

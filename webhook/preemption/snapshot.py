@@ -161,6 +161,8 @@ def read_pod(obj: dict[str, Any], source: str, index: int, resolve: PriorityReso
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
         raise _bad(source, "default", name, "metadata.namespace: must be a string")
+    if obj.get("status") is not None and not isinstance(obj["status"], dict):  # is_terminal reads it
+        raise _bad(source, namespace, name, "status: must be an object")
     if is_terminal(obj):
         return None
     labels = meta.get("labels") or {}
