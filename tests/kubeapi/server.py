@@ -398,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         is_watch = method == "GET" and query.get("watch") in ("1", "true")
         body = self._read_body()
         self._streaming = False
-        record = RequestRecord(method, path, query, 0, is_watch)
+        record = self._record = RequestRecord(method, path, query, 0, is_watch)
         self.api.requests.append(record)
         self.api._wait_running()
         status = 500
@@ -430,7 +430,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(500, ApiError(500, "InternalError", f"{type(err).__name__}: {err}").status())
             raise
         finally:
-            record.status = status
+            record.status = record.status or status
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -443,6 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
             return raw.decode("utf-8", "replace")
 
     def _send_json(self, status: int, body: Any) -> None:
+        self._record.status = status  # before the answer leaves: a client that got it sees it logged
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -586,6 +587,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _start_stream(self) -> None:
         self._streaming = True
+        self._record.status = 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
