@@ -111,14 +111,15 @@ class NodeFit:
     `RunFilterPluginsWithNominatedPods`, pass 1; with monotone filters pass 2 adds nothing).
     """
 
-    __slots__ = ("allocatable", "base_used", "node", "nominated_objs", "ports", "preemptor")
+    __slots__ = ("allocatable", "base_used", "node", "nominated_objs", "nominated_used", "ports", "preemptor")
 
     def __init__(self, preemptor: PodInfo, node: NodeInfo, nominated: Sequence[PodInfo]) -> None:
         self.preemptor = preemptor
         self.node = node
         self.allocatable = node.allocatable
         counted = [p for p in nominated if p.priority >= preemptor.priority and not same_pod(p, preemptor)]
-        self.base_used = add(node.used, total(p.requests for p in counted))
+        self.nominated_used = total(p.requests for p in counted)
+        self.base_used = add(node.used, self.nominated_used)
         self.nominated_objs = [p.obj for p in counted]
         self.ports = declares_host_ports(preemptor.obj)
 

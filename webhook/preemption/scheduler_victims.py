@@ -52,7 +52,11 @@ def select_victims(
     if not lower:
         return Failure(UNRESOLVABLE, (NO_VICTIMS,))
     kept = [p for p in node.pods if p.priority >= preemptor.priority]
-    used = subtract(fit.base_used, total(p.requests for p in lower))
+    # The same sum either way; add up the shorter list (usually the kept pods: few outrank the preemptor).
+    if len(kept) < len(lower):
+        used = add(total(p.requests for p in kept), fit.nominated_used)
+    else:
+        used = subtract(fit.base_used, total(p.requests for p in lower))
     failure = fit.failure(used, kept)
     if failure is not None:
         return failure
