@@ -58,7 +58,8 @@ class Reason:
     @property
     def insufficient_amount(self) -> int:
         """`GetInsufficientAmount`: what must be freed, requested - (capacity - used)."""
-        assert self.requested is not None and self.used is not None and self.capacity is not None
+        if self.requested is None or self.used is None or self.capacity is None:
+            raise ValueError(f"{self.reason} is not a resource reason")
         return self.requested - (self.capacity - self.used)
 
     @property
