@@ -464,11 +464,26 @@ def main() -> int:
                 phase = summarize(f"{connections} connections", results, history, start, end,
                                   list(sampler.samples), args.window)
                 phase["serving_certificates_seen"] = len(serials)
+                phase["started"] = start
                 report["phases"].append(phase)
                 print(json.dumps(phase, indent=2), flush=True)
             stop.set()
             for thread in (churn, faults, sampler):
                 thread.join(10)
+            # The whole run after the first phase's warm-up: a leak shows as a trend across phases too.
+            first = report["phases"][0] if report["phases"] else None
+            if first is not None:
+                begin = first["started"] + first["seconds"] / 4
+                by_worker: dict[int, list[tuple[float, int]]] = {}
+                for t, pid, kib in sampler.samples:
+                    if t >= begin:
+                        by_worker.setdefault(pid, []).append((t, kib))
+                report["memory_overall"] = {
+                    pid: {"rss_mib_first": round(got[0][1] / 1024, 1),
+                          "rss_mib_last": round(got[-1][1] / 1024, 1),
+                          "slope_kib_per_min": round(trend(got)[0] * 60, 1)}
+                    for pid, got in sorted(by_worker.items())
+                }
             report["class_writes"] = dict(churn.counts)
             report["faults"] = dict(faults.counts)
             report["watch_requests"] = api.watch_count()
