@@ -72,7 +72,7 @@ def test_lists_then_watches_from_the_lists_resource_version_with_bookmarks(api: 
     assert watching.watch
     assert watching.query["resourceVersion"] == cache.resource_version
     assert watching.query["allowWatchBookmarks"] == "true"
-    assert watching.query["timeoutSeconds"] == str(FAST["timeout_seconds"])
+    assert FAST["timeout_seconds"] <= int(watching.query["timeoutSeconds"]) <= 2 * FAST["timeout_seconds"]
 
 
 def test_applies_added_modified_deleted_in_order(api: KubeAPIServer, reflect) -> None:
@@ -103,7 +103,7 @@ def test_bookmarks_advance_the_resource_version_without_changing_the_store(api: 
 def test_a_server_side_watch_timeout_rewatches_without_relisting(api: KubeAPIServer, reflect) -> None:
     reflector, cache = reflect(timeout_seconds=1)
     assert reflector.wait_synced(5)
-    wait_for(lambda: api.watch_count(PCS) >= 3, timeout=10)
+    wait_for(lambda: api.watch_count(PCS) >= 3, timeout=15)
     api.create("priorityclasses", pc("after", 1))
     converge(cache, api)
     assert api.list_count(PCS) == 1

@@ -3,7 +3,8 @@
 client-go's Reflector, reduced to what the project needs: LIST (a consistent read), hand the items and the
 list's resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
 
-- The server closing the watch (its `timeoutSeconds`) just re-watches from the last resourceVersion.
+- The server closing the watch (its `timeoutSeconds`, randomised between `timeout_seconds` and twice
+  that) just re-watches from the last resourceVersion.
 - `410 Gone` (HTTP 410 or an ERROR event with code 410: the version was compacted away) re-LISTs and
   replaces the store in one step, so no deleted object lingers and none is missed.
 - Anything else (connection refused or dropped, read timeout, 5xx, an ERROR event, bad JSON) retries the
@@ -203,7 +204,9 @@ class Reflector:
             "watch": "1",
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self.timeout_seconds),
+            # Between timeout_seconds and twice that, as client-go's minWatchTimeout: the watches of many
+            # replicas started together do not all end, and reconnect, at the same moment.
+            "timeoutSeconds": str(int(self.timeout_seconds * (1 + random.random()))),
         }
         response = self._request(query, self.read_timeout)
         self._activity()
