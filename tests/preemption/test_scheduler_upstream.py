@@ -432,3 +432,10 @@ def test_a_victim_already_terminating_is_still_listed_and_counted():
     result = run(pod("pre", "", HIGH, L), objects)
     # node2 needs one victim of priority 0 too; both tie until the adjusted sums, equal as well: first examined
     assert (result.node, [p.name for p in result.victims]) == ("node1", ["going"])
+
+
+def test_no_candidates_clears_the_pods_own_nomination():
+    result = run(pod("pre", "", LOW, nominated="node1"), [node("node1", ONE_POD_NODE), pod("p1", "node1", HIGH)])
+    assert result.outcome == NO_CANDIDATES
+    assert result.message == ("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+                              " Its nomination to node1 is cleared.")

@@ -167,6 +167,8 @@ def plan(
         total = len(snapshot.nodes)
         detail = ", ".join(f"{n} {r}" for r, n in sorted(histogram.items()))
         message = f"preemption: 0/{total} nodes are available" + (f": {detail}." if detail else ".")
+        if preemptor.nominated_node:  # upstream returns an empty nomination, which clears the old one
+            message += f" Its nomination to {preemptor.nominated_node} is cleared."
         return Plan(NO_CANDIDATES, None, message=message, excluded=excluded, candidates=candidates)
 
     excluded.pop(best.node.name, None)
