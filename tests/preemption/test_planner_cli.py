@@ -269,3 +269,11 @@ def test_a_dumped_pod_keeps_its_priority_and_takes_the_policy_of_its_class(tmp_p
     unknown = write(tmp_path, "unknown.json", pod("job", "", 1000, VL, class_name="elsewhere"))
     code, out, _ = plan(["--cluster", files["cluster"], "--pod", unknown], capsys)
     assert code == 0 and json.loads(out)["node"] == "node2"
+
+
+def test_sample_without_offset_starts_anywhere_but_finds_a_tied_node(tmp_path, capsys):
+    objects = [node(f"node{i}") for i in range(1, 6)] + [pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)]
+    cluster = write(tmp_path, "c.json", kubectl_list(*objects))
+    pre = write(tmp_path, "pre.json", pod("pre", "", HIGH, L))
+    code, out, _ = plan(["--cluster", cluster, "--pod", pre, "--sample"], capsys)
+    assert code == 0 and json.loads(out)["node"] in {f"node{i}" for i in range(1, 6)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import sys
 import time
 from collections.abc import Iterator
@@ -57,7 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "offset, instead of every node",
     )
     parser.add_argument(
-        "--offset", type=int, metavar="N", help="with --sample: start at potential node N, not a random one"
+        "--offset",
+        type=int,
+        metavar="N",
+        help="with --sample: start at potential node N (modulo their number), not at a random one",
     )
     add_output(parser)
     parser.set_defaults(run=run)
@@ -103,7 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         snapshot = build_snapshot(objects, resolver, exclude=lambda p: same_pod(p, preemptor))
     except InvalidSnapshot as err:
         raise InputError(str(err)) from None
-    result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=args.offset))
+    # Upstream draws the offset for every attempt (`rand.Int31n`); --offset pins it.
+    offset = random.randrange(2**31) if args.offset is None else args.offset
+    result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=offset))
     out: dict[str, Any] = {
         "node": result.node,
         "victims": [_pod_ref(p) for p in result.victims],

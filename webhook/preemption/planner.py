@@ -8,13 +8,12 @@ Pipeline, as upstream: (0) the pod fits somewhere as things stand, so no preempt
 Deliberate choices where upstream is random or version-dependent (see README, section planner):
 nodes are examined sequentially (upstream with parallelism 1) in snapshot order; by default ALL potential
 nodes are examined from offset 0 (no candidate limit), `sample=True` applies upstream's limits (10 %, at
-least 100) from a random or given offset; the final tie-break is examination order; equal victims are
-ordered by UID; a pod without start time counts as starting at `now`.
+least 100) from the given offset (the command draws it at random); the final tie-break is examination
+order; equal victims are ordered by UID; a pod without start time counts as starting at `now`.
 """
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,9 @@ class PlanOptions:
     sample: bool = False  # apply the candidate limits below (upstream behaviour)
     min_candidate_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
     min_candidate_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
-    offset: int | None = None  # with sample: where to start in the potential nodes; None draws one
+    # With sample: where to start, modulo the number of potential nodes. Upstream draws it at random for
+    # every attempt; the caller does that (this module stays deterministic).
+    offset: int = 0
     pdb_newest: bool = False  # PDB matching rules of the newest upstream (see pdb.PdbIndex)
 
 
@@ -210,7 +211,7 @@ def dry_run(
         return [], failures
     if options.sample:
         k = num_candidates(n, options.min_candidate_percentage, options.min_candidate_absolute)
-        offset = random.randrange(n) if options.offset is None else options.offset % n
+        offset = options.offset % n
     else:
         k, offset = n, 0
     pdbs = PdbIndex(snapshot.pdbs, empty_selector_matches_all=options.pdb_newest)
