@@ -20,7 +20,7 @@ from webhook.commands.options import add_classes, add_legacy_annotation, add_out
 from webhook.documents import InputError, dump, load_objects, load_one
 from webhook.policy.classes import ClassSet, StaticClassStore
 from webhook.policy.pods import PodOptions
-from webhook.preemption.planner import PlanOptions, plan
+from webhook.preemption.planner import Plan, PlanOptions, plan
 from webhook.preemption.scheduler_filter import same_pod
 from webhook.preemption.scheduler_priority import resolve_priority
 from webhook.preemption.snapshot import (
@@ -110,28 +110,38 @@ def _run(args: argparse.Namespace) -> int:
     # Upstream draws the offset for every attempt (`rand.Int31n`); --offset pins it.
     offset = random.randrange(2**31) if args.offset is None else args.offset
     result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=offset))
-    out: dict[str, Any] = {
+    out = _output(result)
+    if args.explain:
+        out["explain"] = _explain(result)
+    sys.stdout.write(dump(out, args.output))
+    return 0 if result.node is not None else 1
+
+
+def _output(result: Plan) -> dict[str, Any]:
+    """The command-line contract's object."""
+    return {
         "node": result.node,
         "victims": [_pod_ref(p) for p in result.victims],
         "pdbViolations": result.pdb_violations,
         "nominatedPodsToClear": [_pod_ref(p) for p in result.nominated_to_clear],
         "message": result.message,
     }
-    if args.explain:
-        out["explain"] = {
-            "outcome": result.outcome,
-            "excluded": [{"node": name, "reason": why} for name, why in result.excluded.items()],
-            "candidates": [
-                {
-                    "node": c.node.name,
-                    "victims": [p.key for p in c.victims.pods],
-                    "pdbViolations": c.victims.pdb_violations,
-                }
-                for c in result.candidates
-            ],
-        }
-    sys.stdout.write(dump(out, args.output))
-    return 0 if result.node is not None else 1
+
+
+def _explain(result: Plan) -> dict[str, Any]:
+    """Why every other node is not the answer, and each candidate's victims."""
+    return {
+        "outcome": result.outcome,
+        "excluded": [{"node": name, "reason": why} for name, why in result.excluded.items()],
+        "candidates": [
+            {
+                "node": c.node.name,
+                "victims": [p.key for p in c.victims.pods],
+                "pdbViolations": c.victims.pdb_violations,
+            }
+            for c in result.candidates
+        ],
+    }
 
 
 def _classes(objects: list[tuple[str, Any]], files: list[str]) -> ClassSet:
