@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,17 @@ class Cluster:
     def finish(self, name: str, namespace: str = "default") -> None:
         """What the kubelet does once a terminating pod's containers have stopped: remove it."""
         self.api.delete("pods", name, namespace, grace_period=0)
+
+
+@pytest.fixture(autouse=True)
+def single_process_metrics() -> None:
+    """The sidecar is one process with the default registry. A test that ran the webhook server in this
+    process may have left prometheus_client on multiprocess storage after removing its directory
+    (`webhook.server.gunicorn.metrics_dir`); pick the storage again from the environment, as at import."""
+    from prometheus_client import values
+
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        values.ValueClass = values.get_value_class()
 
 
 @pytest.fixture
