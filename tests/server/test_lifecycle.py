@@ -106,12 +106,13 @@ def test_certificate_rotation_without_restart_or_failed_request(tmp_path: Path) 
 
 
 def test_sigterm_lets_an_in_flight_review_finish(tmp_path: Path) -> None:
-    with webhook_server(tmp_path, *CLASSES, "--graceful-timeout", "15") as server:
+    # A read timeout well above the test's own waits: the body pauses while the test waits for SIGTERM.
+    with webhook_server(tmp_path, *CLASSES, "--graceful-timeout", "30", "--read-timeout", "60") as server:
         context = ssl.create_default_context(cafile=str(server.ca_file))
         body = json.dumps(review(pod(), uid="in-flight")).encode()
         # The TLS handshake completing proves a worker has accepted the connection.
         with context.wrap_socket(
-            socket.create_connection(("127.0.0.1", server.port), 10), server_hostname="localhost"
+            socket.create_connection(("127.0.0.1", server.port), 30), server_hostname="localhost"
         ) as sock:
             sock.sendall(
                 b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
@@ -119,14 +120,14 @@ def test_sigterm_lets_an_in_flight_review_finish(tmp_path: Path) -> None:
             )
             server.process.send_signal(signal.SIGTERM)
             wait_for(
-                lambda: "Handling signal: term" in server.log(), timeout=10, what="the server to get SIGTERM"
+                lambda: "Handling signal: term" in server.log(), timeout=20, what="the server to get SIGTERM"
             )
             sock.sendall(body[25:])
             response = http.client.HTTPResponse(sock)  # type: ignore[arg-type]
             response.begin()
             assert response.status == 200
             assert json.loads(response.read())["response"]["uid"] == "in-flight"
-        assert server.process.wait(timeout=20) == 0
+        assert server.process.wait(timeout=40) == 0
         assert "Shutting down: Master" in server.log()
 
 
