@@ -33,7 +33,7 @@ def test_cluster_classes_reach_every_worker(tmp_path: Path) -> None:
         kubeconfig = api.kubeconfig(str(tmp_path / "kubeconfig"))
         api.create("priorityclasses", {"metadata": {"name": "gold"}, "value": 5000})
         with webhook_server(tmp_path, "--kubeconfig", kubeconfig) as server:
-            wait_for(lambda: ready(server) == 200, timeout=20, what="/readyz once the cache synced")
+            wait_for(lambda: ready(server) == 200, timeout=60, what="/readyz once the cache synced")
             allowed = fresh_connection_mutate(server, "gold")
             assert allowed["allowed"] is True
 
@@ -46,7 +46,7 @@ def test_cluster_classes_reach_every_worker(tmp_path: Path) -> None:
                 streak.append(fresh_connection_mutate(server, "platinum")["allowed"])
                 return len(streak) >= 10 and all(streak[-10:])
 
-            wait_for(every_worker_knows_platinum, timeout=20, interval=0.02, what="platinum on every worker")
+            wait_for(every_worker_knows_platinum, timeout=60, interval=0.02, what="platinum on every worker")
 
             metrics = requests.get(server.url + "/metrics", verify=str(server.ca_file), timeout=5).text
             assert "priority_webhook_admission_requests_total" in metrics

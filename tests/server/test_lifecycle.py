@@ -74,14 +74,14 @@ def test_certificate_rotation_without_restart_or_failed_request(tmp_path: Path) 
         sender = threading.Thread(target=keep_sending, daemon=True)
         sender.start()
         try:
-            wait_for(lambda: len(seen) >= 5, timeout=20, what="requests before the rotation")
+            wait_for(lambda: len(seen) >= 5, timeout=60, what="requests before the rotation")
             tls.write_certificates(server.cert_dir, ca_dir=server.cert_dir)  # key, then certificate
             new = file_serial(server.cert_dir)
             assert new != old
             # Both workers have switched once a run of new connections all present the new certificate.
             wait_for(
                 lambda: len(seen) > 10 and seen[-10:] == [new] * 10,
-                timeout=20,
+                timeout=60,
                 what="new connections to present the new certificate",
             )
         finally:
@@ -120,7 +120,7 @@ def test_sigterm_lets_an_in_flight_review_finish(tmp_path: Path) -> None:
             )
             server.process.send_signal(signal.SIGTERM)
             wait_for(
-                lambda: "Handling signal: term" in server.log(), timeout=20, what="the server to get SIGTERM"
+                lambda: "Handling signal: term" in server.log(), timeout=60, what="the server to get SIGTERM"
             )
             sock.sendall(body[25:])
             response = http.client.HTTPResponse(sock)  # type: ignore[arg-type]
@@ -235,7 +235,7 @@ def test_a_killed_worker_is_replaced_and_its_counts_are_kept(tmp_path: Path) -> 
         ]
         assert len(pids) == 2
         os.kill(pids[0], signal.SIGKILL)
-        wait_for(lambda: server.log().count("Booting worker with pid") == 3, timeout=20, what="a new worker")
+        wait_for(lambda: server.log().count("Booting worker with pid") == 3, timeout=60, what="a new worker")
         # Counters never go backwards: the dead worker's counts stay in the sum, the new worker adds its own.
         assert admitted() == 6
         for i in range(4):

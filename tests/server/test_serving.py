@@ -316,7 +316,7 @@ def test_metrics_add_up_across_workers(server: WebhookServer, metrics_parent: Pa
         return sent >= 4 and len(pids_with_counters()) >= 2
 
     wait_for(
-        one_more_review_reaches_both_workers, timeout=20, interval=0, what="both workers to answer reviews"
+        one_more_review_reaches_both_workers, timeout=60, interval=0, what="both workers to answer reviews"
     )
     for _ in range(4):
         after = admission_total(scrape(), webhook="validate", resource="pods", result="denied")

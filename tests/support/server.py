@@ -86,7 +86,7 @@ def webhook_server(
     *args: str,
     env: Mapping[str, str] | None = None,
     cert_dir: Path | None = None,
-    startup_timeout: float = 30.0,
+    startup_timeout: float = 60.0,
 ) -> Iterator[WebhookServer]:
     """Start the server with `args` (default: the example classes) and stop it on exit."""
     if cert_dir is None:
