@@ -29,8 +29,10 @@ Checks (any failure makes the exit code 1):
   over the fitted span must stay under 2 MiB.
 
 Reported per phase: requests, throughput, latency p50/p99 (client side, Python client threads included),
-max staleness, RSS trend per worker. The client is Python threads on the same machine as the server,
-so throughput here is a floor for the server, not its capacity (see benchmarks/http for wrk figures).
+max staleness, RSS trend per worker; and throughput and p99 as ratios to a fault-free baseline phase
+(`--baseline` seconds, same connections, same server) measured first in the same run. The client is
+Python threads on the same machine as the server, so throughput here is a floor for the server, not its
+capacity (see benchmarks/http for wrk figures).
 """
 
 from __future__ import annotations
@@ -422,9 +424,13 @@ def summarize(name: str, results: list[Result], history: History, start: float, 
     }
 
 
-def passed(phase: dict[str, Any]) -> bool:
+def correct(phase: dict[str, Any]) -> bool:
     return (phase["status_5xx"] == 0 and not phase["connection_errors"] and phase["wrong_decisions"] == 0
-            and set(phase["statuses"]) == {200} and phase["memory_flat"])
+            and set(phase["statuses"]) == {200})
+
+
+def passed(phase: dict[str, Any]) -> bool:
+    return correct(phase) and phase["memory_flat"]
 
 
 def main() -> int:
@@ -435,6 +441,8 @@ def main() -> int:
     parser.add_argument("--max-requests", type=int, default=2_000_000, help="per phase (default 2000000)")
     parser.add_argument("--reconnect-every", type=int, default=500, help="requests per connection")
     parser.add_argument("--churn-interval", type=float, default=0.25, help="seconds between class writes")
+    parser.add_argument("--baseline", type=float, default=15.0,
+                        help="seconds of fault-free load per connection count first, for ratios (0: none)")
     parser.add_argument("--window", type=float, default=35.0, help="staleness accepted, seconds (default 35)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
@@ -455,6 +463,15 @@ def main() -> int:
             churn = Churn(api, history, stop, args.churn_interval)
             faults = Faults(api, cert_dir, stop)
             sampler = RssSampler(server.process.pid, stop)
+            # The baseline: the same load on the same server with no churn and no faults, in this run.
+            baselines = {}
+            for connections in phases if args.baseline > 0 else ():
+                results, _, start, end = run_phase(server.port, server.ca_file, connections, args.baseline,
+                                                   args.max_requests, args.reconnect_every)
+                baselines[connections] = summarize(f"{connections} connections, no faults (baseline)",
+                                                   results, history, start, end, [], args.window)
+                print(json.dumps(baselines[connections], indent=2), flush=True)
+            report["baselines"] = list(baselines.values())
             for thread in (churn, faults, sampler):
                 thread.start()
             for connections in phases:
@@ -465,6 +482,11 @@ def main() -> int:
                                   list(sampler.samples), args.window)
                 phase["serving_certificates_seen"] = len(serials)
                 phase["started"] = start
+                base = baselines.get(connections)
+                if base and base["throughput_rps"] and base["p99_ms"]:
+                    ratio = phase["throughput_rps"] / base["throughput_rps"]
+                    phase["throughput_vs_baseline"] = round(ratio, 2)
+                    phase["p99_vs_baseline"] = round(phase["p99_ms"] / base["p99_ms"], 2)
                 report["phases"].append(phase)
                 print(json.dumps(phase, indent=2), flush=True)
             stop.set()
@@ -491,7 +513,8 @@ def main() -> int:
             report["api_500s"] = sum(1 for r in list(api.requests) if r.status == 500)
             report["server_log_errors"] = [line for line in server.log().splitlines()
                                            if "ERROR" in line or "Traceback" in line][:20]
-    report["passed"] = all(passed(p) for p in report["phases"]) and not report["server_log_errors"]
+    report["passed"] = (all(passed(p) for p in report["phases"]) and not report["server_log_errors"]
+                        and all(correct(b) for b in report["baselines"]))
     print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
