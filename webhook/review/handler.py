@@ -20,6 +20,7 @@ from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.policy.priorityclasses import validate_priority_class
+from webhook.review.fastpath import well_formed
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error
 
 
@@ -37,6 +38,27 @@ def parse_review(body: Any) -> tuple[str, str, Request]:
     """Check the envelope and the object fields we read; return (apiVersion, uid, request)."""
     if not isinstance(body, dict):
         raise MalformedReview("body: must be a JSON object (an AdmissionReview)")
+    if well_formed(body):
+        api_version, req = body["apiVersion"], body["request"]
+    else:
+        api_version, req = _load(body)
+    gvr = req["resource"]
+    group = gvr.get("group") or ""
+    resource = f"{gvr['resource']}.{group}" if group else gvr["resource"]
+    request = Request(
+        operation=req["operation"],
+        resource=resource,
+        object=req.get("object"),
+        old_object=req.get("oldObject"),
+        namespace=req.get("namespace", ""),
+        name=req.get("name", ""),
+        sub_resource=req.get("subResource", ""),
+    )
+    return api_version, req["uid"], request
+
+
+def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The schemas' verdict: the loaded review, or MalformedReview naming the first bad field."""
     try:
         review = REVIEW_SCHEMA.load(body)
     except ValidationError as err:
@@ -51,16 +73,7 @@ def parse_review(body: Any) -> tuple[str, str, Request]:
                 errors = schema.validate(req[key])
                 if errors:
                     raise MalformedReview(first_error(ValidationError(errors), f"request.{key}"))
-    request = Request(
-        operation=req["operation"],
-        resource=resource,
-        object=req["object"],
-        old_object=req["oldObject"],
-        namespace=req["namespace"],
-        name=req["name"],
-        sub_resource=req["subResource"],
-    )
-    return review["apiVersion"], req["uid"], request
+    return review["apiVersion"], req
 
 
 def decide(request: Request, stage: Stage, classes: ClassSet, options: PodOptions) -> Decision:
