@@ -74,7 +74,7 @@ def in_process(api: KubeAPIServer, changes: int) -> list[float]:
     store = ClusterClassStore(api.api_client())
     store.start()
     try:
-        assert store.wait_synced(10)
+        assert store.wait_ready(10)
         samples = []
         for i in range(changes):
             name = f"local-{i}"
@@ -90,7 +90,7 @@ def lookups(api: KubeAPIServer, repeat: int) -> None:
     store = ClusterClassStore(api.api_client())
     store.start()
     try:
-        assert store.wait_synced(10)
+        assert store.wait_ready(10)
         plain = {name: store.snapshot()[name] for name in store.snapshot()}
         name = next(iter(plain))
 

@@ -16,7 +16,7 @@ from webhook.policy.classes import ClassSet, PriorityClass
 def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServer, class_store) -> None:
     api.create("priorityclasses", pc("high", 1000, preemptionPolicy="Never", description="d"))
     store = class_store()
-    assert store.wait_synced(5)
+    assert store.wait_ready(5)
     assert store.ready()
     classes = store.snapshot()
     assert sorted(classes) == ["high", "system-cluster-critical", "system-node-critical"]
@@ -31,7 +31,7 @@ def test_without_system_classes_in_the_cluster_none_are_invented(class_store) ->
         store = ClusterClassStore(empty.api_client(), backoff_initial=0.02)
         store.start()
         try:
-            assert store.wait_synced(5)
+            assert store.wait_ready(5)
             assert len(store.snapshot()) == 0
         finally:
             store.stop()
@@ -39,7 +39,7 @@ def test_without_system_classes_in_the_cluster_none_are_invented(class_store) ->
 
 def test_changes_swap_in_a_new_snapshot_and_old_ones_stay_intact(api: KubeAPIServer, class_store) -> None:
     store = class_store()
-    assert store.wait_synced(5)
+    assert store.wait_ready(5)
     before = store.snapshot()
     created = api.create("priorityclasses", pc("a", 10, description="one"))
     wait_for(lambda: "a" in store.snapshot())
@@ -62,7 +62,7 @@ def test_changes_swap_in_a_new_snapshot_and_old_ones_stay_intact(api: KubeAPISer
 )
 def test_two_global_defaults_the_lower_value_wins(api: KubeAPIServer, class_store, defaults, expected) -> None:
     store = class_store()
-    assert store.wait_synced(5)
+    assert store.wait_ready(5)
     for name, value in defaults:  # straight to storage: as if both creates raced past admission
         api.create("priorityclasses", pc(name, value, globalDefault=True))
     wait_for(lambda: all(name in store.snapshot() for name, _ in defaults))
@@ -73,7 +73,7 @@ def test_deleting_the_winning_default_falls_back_to_the_other(api: KubeAPIServer
     api.create("priorityclasses", pc("low", 1, globalDefault=True))
     api.create("priorityclasses", pc("high", 9, globalDefault=True))
     store = class_store()
-    assert store.wait_synced(5)
+    assert store.wait_ready(5)
     assert store.snapshot().default().name == "low"
     api.delete("priorityclasses", "low")
     wait_for(lambda: store.snapshot().default() is not None and store.snapshot().default().name == "high")
@@ -92,7 +92,7 @@ def test_not_ready_until_the_first_list_lands(api: KubeAPIServer, class_store) -
 def test_an_unreadable_class_is_skipped_not_fatal(api: KubeAPIServer, class_store) -> None:
     api.create("priorityclasses", pc("broken", "not-a-number"))
     store = class_store()
-    assert store.wait_synced(5)
+    assert store.wait_ready(5)
     api.create("priorityclasses", pc("fine", 1))
     wait_for(lambda: "fine" in store.snapshot())
     assert "broken" not in store.snapshot()

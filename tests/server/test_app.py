@@ -12,8 +12,7 @@ from prometheus_client import REGISTRY
 
 from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
 from tests.support.server import EXAMPLE_CLASSES
-from webhook.classfiles import static_store
-from webhook.policy.classes import ClassSet
+from webhook.policy.classes import ClassSet, StaticClassStore
 from webhook.policy.pods import PodOptions
 from webhook.server.app import MAX_BODY_BYTES, create_app
 from webhook.server.metrics import MULTIPROC_ENV
@@ -244,6 +243,9 @@ class BrokenStore:
     def ready(self) -> bool:
         return True
 
+    def wait_ready(self, timeout: float) -> bool:
+        return True
+
 
 def test_unexpected_error_is_500_one_line_without_traceback(caplog: pytest.LogCaptureFixture) -> None:
     before = (
@@ -265,27 +267,36 @@ def test_unexpected_error_is_500_one_line_without_traceback(caplog: pytest.LogCa
 
 
 class UnsyncedStore:
-    """A cluster store before its first LIST: not ready, but it answers from what it has."""
+    """A cluster store before its first LIST: not ready (its set is what the cluster will have)."""
 
     def __init__(self) -> None:
         self.synced = False
+        self.waited: list[float] = []
 
     def snapshot(self) -> ClassSet:
-        return static_store([]).snapshot()
+        return StaticClassStore().snapshot()
 
     def ready(self) -> bool:
         return self.synced
 
+    def wait_ready(self, timeout: float) -> bool:
+        self.waited.append(timeout)
+        return self.synced
 
-def test_readyz_follows_the_store_and_reviews_are_answered_meanwhile() -> None:
+
+def test_readyz_follows_the_store_and_reviews_wait_for_it() -> None:
     store = UnsyncedStore()
-    client = create_app(store).test_client()
+    client = create_app(store, ready_wait=0.25).test_client()
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 503
-    resp = post(client, "/mutate", review(pod(class_name="system-node-critical")))
-    assert resp.status_code == 200 and resp.get_json()["response"]["allowed"] is True
+    for path in ("/mutate", "/validate"):
+        resp = post(client, path, review(pod(class_name="system-node-critical")))
+        assert resp.status_code == 503 and "not synced" in resp.get_json()["error"]
+    assert store.waited == [0.25, 0.25]
     store.synced = True
     assert client.get("/readyz").status_code == 200
+    resp = post(client, "/mutate", review(pod(class_name="system-node-critical")))
+    assert resp.status_code == 200 and resp.get_json()["response"]["allowed"] is True
 
 
 def test_metrics_count_by_labels(client: Any) -> None:

@@ -3,6 +3,8 @@ server; /readyz follows the cache; a class created in the cluster is served by e
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -54,13 +56,22 @@ def test_cluster_classes_reach_every_worker(tmp_path: Path) -> None:
             assert len({r.path for r in watches}) >= 1 and api.watch_count() >= 2  # one watch per worker
 
 
-def test_not_ready_until_synced_but_answering(tmp_path: Path) -> None:
+def test_reviews_before_the_first_sync_are_503_never_judged_on_nothing(tmp_path: Path) -> None:
     with KubeAPIServer(bookmark_interval=0.2) as api:
+        api.create("priorityclasses", {"metadata": {"name": "default"}, "value": 7, "globalDefault": True})
         kubeconfig = api.kubeconfig(str(tmp_path / "kubeconfig"))
-        with api.stalled(), webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
+        api.stall()
+        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
             assert ready(server) == 503
-            # Still answering reviews, from what the store holds (nothing yet: no default class).
-            assert fresh_connection_mutate(server, None)["allowed"] is True
+            answer = requests.post(server.url + "/mutate", json=review(pod()), verify=str(server.ca_file), timeout=30)
+            # 503 makes the API server apply the failurePolicy; an empty set would have said priority 0.
+            assert answer.status_code == 503
+            assert answer.json() == {"error": "PriorityClasses not synced yet: answering now would misjudge every pod"}
+
+            api.release()
+            wait_for(lambda: ready(server) == 200, timeout=60, what="/readyz once the API answers")
+            patch = json.loads(base64.b64decode(fresh_connection_mutate(server, None)["patch"]))
+            assert {"op": "add", "path": "/spec/priority", "value": 7} in patch
 
 
 def test_bad_kubeconfig_exits_2(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ class ClusterClassStore:
         a daemon, so after a short join it is left to die with the process rather than delay shutdown."""
         self.reflector.stop(timeout=1.0)
 
-    def wait_synced(self, timeout: float) -> bool:
+    def wait_ready(self, timeout: float) -> bool:
         return self.reflector.wait_synced(timeout)
 
     # -- ObjectStore (called by the reflector's thread) -----------------------------------------------

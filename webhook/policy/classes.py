@@ -149,6 +149,10 @@ class ClassStore(Protocol):
         """True once the classes reflect their source (for a cluster store: the first LIST has landed)."""
         ...
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds for `ready()`; what it then is."""
+        ...
+
 
 class StaticClassStore:
     """The embedded default: the built-in system classes plus classes from files, fixed for the process."""
@@ -162,4 +166,7 @@ class StaticClassStore:
         return self._classes
 
     def ready(self) -> bool:
+        return True
+
+    def wait_ready(self, timeout: float) -> bool:
         return True

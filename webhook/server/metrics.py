@@ -22,7 +22,8 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ADMISSION_REQUESTS = Counter(
     "priority_webhook_admission_requests",
     "AdmissionReviews answered, by webhook (mutate/validate), operation, resource and result "
-    "(allowed, denied, or error for a malformed review or an internal failure).",
+    "(allowed, denied, unavailable before the class cache synced, or error for a malformed review or an "
+    "internal failure).",
     LABELS,
 )
 ADMISSION_DURATION = Histogram(
