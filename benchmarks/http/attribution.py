@@ -23,6 +23,7 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 # As under `serve`: multiprocess metrics (set before prometheus_client is imported).
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="priority-webhook-attribution-"))
 
+import orjson  # noqa: E402
 from flask import Flask, Response  # noqa: E402
 from floor import CONSTANT  # noqa: E402
 from run import realistic_review  # noqa: E402
@@ -64,14 +65,16 @@ def main() -> None:
         getattr(body, "close", lambda: None)()
 
     review = json.loads(data)
+    pod = review["request"]["object"]
     _, _, request = parse_review(review)
     decision = decide(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("floor app (WSGI call)", lambda: call(floor)),
         ("webhook app (WSGI call)", lambda: call(ours)),
-        ("  json.loads of the body", lambda: json.loads(data)),
-        ("  marshmallow: envelope", lambda: REVIEW_SCHEMA.load(review)),
-        ("  marshmallow: pod fields", lambda: OBJECT_SCHEMAS["pods"].validate(review["request"]["object"])),
+        ("  orjson.loads of the body", lambda: orjson.loads(data)),
+        ("  parse_review (fast type check)", lambda: parse_review(review)),
+        ("  (marshmallow: envelope, off path)", lambda: REVIEW_SCHEMA.load(review)),
+        ("  (marshmallow: pod fields, off path)", lambda: OBJECT_SCHEMAS["pods"].validate(pod)),
         ("  decision", lambda: decide(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)),
         (
             "  response review + json.dumps",

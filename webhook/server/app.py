@@ -33,6 +33,7 @@ BODY_TIMEOUT = 10.0
 # API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
 READY_WAIT = 2.0
 BODY_INCOMPLETE = "priority_webhook.body_incomplete"  # environ key: do not try to drain the rest
+BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was read whole, nothing to drain
 JSON = "application/json"
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE})
@@ -68,10 +69,13 @@ def read_body(environ: dict[str, Any], content_length: int | None, timeout: floa
         raise BadRequest(f"body: {content_length} bytes is over the {MAX_BODY_BYTES}-byte limit")
     try:
         with socket_timeout(environ, timeout):
-            return _read(environ["wsgi.input"], content_length)
+            body = _read(environ["wsgi.input"], content_length)
     except TimeoutError:
         environ[BODY_INCOMPLETE] = True
         raise BadRequest(f"body: stalled for {timeout:g} s before its end") from None
+    if content_length is not None and len(body) == content_length:
+        environ[BODY_READ] = True
+    return body
 
 
 @contextmanager
@@ -130,7 +134,12 @@ def drain_body(environ: dict[str, Any], content_length: int | None, timeout: flo
     kept-alive connection with more than 64 KiB left unread, or mistakes the late rest of a TLS body for
     the next request; either way the client, often still sending, gets a reset instead of our answer.
     """
-    if content_length is None or content_length > MAX_BODY_BYTES or environ.get(BODY_INCOMPLETE):
+    if (
+        content_length is None
+        or content_length > MAX_BODY_BYTES
+        or environ.get(BODY_INCOMPLETE)
+        or environ.get(BODY_READ)
+    ):
         return
     stream = environ["wsgi.input"]
     try:
