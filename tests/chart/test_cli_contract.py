@@ -42,7 +42,7 @@ def test_sidecar_arguments_parse(scenario: str, rendered: Render) -> None:
     assert args.command == "sidecar" and args.in_cluster is True
     assert args.node == "$(NODE_NAME)", "the kubelet expands it from the downward-API variable"
     assert args.bind == "0.0.0.0:9090"
-    assert args.order == values.get("order", "qos")
+    assert args.order == values.get("order", "priority")
     assert args.dry_run is values.get("dryRun", False)
     assert args.ignore_pdb is values.get("ignorePdb", False)
     assert args.recreate_rejected is values.get("recreateRejected", False)

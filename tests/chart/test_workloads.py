@@ -173,7 +173,7 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
 
 
 SIDECAR_FLAGS = [
-    ("sidecar", {"--order=qos"}),
+    ("sidecar", {"--order=priority"}),
     (
         "sidecar-ignore-pdb",
         {
@@ -184,7 +184,7 @@ SIDECAR_FLAGS = [
             "--ignore-pdb",
         },
     ),
-    ("sidecar-recreate-rejected", {"--order=qos", "--recreate-rejected"}),
+    ("sidecar-recreate-rejected", {"--order=priority", "--recreate-rejected"}),
 ]
 
 
