@@ -146,3 +146,26 @@ def test_plan_names_a_pod_status_that_is_not_an_object(tmp_path):
     outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
     assert_clear_error(outcome, "plan")
     assert outcome.err.rstrip("\n").endswith("status: must be an object")
+
+
+NODE_FIELDS = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2"},
+               "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "110"}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        # each used to crash mid-plan with a traceback (AttributeError, InvalidObject from the filters)
+        (True, "node.spec: must be an object, got bool"),
+        ({"taints": {}}, "node.spec.taints: must be a list, got an object"),
+        ({"taints": [None]}, "node.spec.taints[0]: must be an object"),
+    ],
+)
+def test_plan_checks_node_specs_when_reading_the_snapshot(tmp_path, spec, error):
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"kind": "List", "items": [{**NODE_FIELDS, "spec": spec}]}))
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}))
+    outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
+    assert_clear_error(outcome, "plan")
+    assert outcome.err.rstrip("\n").endswith(f"Node node-2: {error}")

@@ -21,6 +21,7 @@ from webhook.policy.classes import PriorityClass
 from webhook.preemption.pdb import InvalidPdb, Pdb
 from webhook.preemption.predicates import is_terminal
 from webhook.preemption.resources import InvalidObject, node_allocatable, scheduler_pod_requests, total
+from webhook.preemption.validate import check_node
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -145,6 +146,7 @@ def build_snapshot(
 def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
     name = _name(obj, source, "Node")
     try:
+        check_node(obj)  # every field the filters read later (spec, taints), so they never fail mid-plan
         allocatable = node_allocatable(obj)
     except InvalidObject as err:
         raise InvalidSnapshot(f"{source}: Node {name}: {err}") from None
