@@ -169,3 +169,22 @@ def test_plan_checks_node_specs_when_reading_the_snapshot(tmp_path, spec, error)
     outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
     assert_clear_error(outcome, "plan")
     assert outcome.err.rstrip("\n").endswith(f"Node node-2: {error}")
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        # each used to crash with a traceback (exit 1) when the filters read the field
+        ({"tolerations": {}}, "spec.tolerations: must be a list, got an object"),
+        ({"tolerations": [5]}, "spec.tolerations[0]: must be an object"),
+        ({"containers": [{"name": "c", "ports": 5}]}, "spec.containers[0].ports: must be a list, got int"),
+    ],
+)
+def test_plan_checks_the_pending_pod_before_planning(tmp_path, spec, error):
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({**NODE_FIELDS, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}))
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}))
+    outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
+    assert_clear_error(outcome, "plan")
+    assert outcome.err.rstrip("\n").endswith(f"{pod}: {error}")

@@ -21,6 +21,7 @@ from webhook.documents import InputError, dump, load_objects, load_one
 from webhook.policy.classes import ClassSet, StaticClassStore
 from webhook.policy.pods import PodOptions
 from webhook.preemption.planner import Plan, PlanOptions, plan
+from webhook.preemption.resources import InvalidObject
 from webhook.preemption.scheduler_filter import same_pod
 from webhook.preemption.scheduler_priority import resolve_priority
 from webhook.preemption.snapshot import (
@@ -31,6 +32,7 @@ from webhook.preemption.snapshot import (
     read_pod,
     snapshot_classes,
 )
+from webhook.preemption.validate import check_pod
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,6 +100,10 @@ def _run(args: argparse.Namespace) -> int:
         kind = pod_obj.get("kind") if isinstance(pod_obj, dict) else type(pod_obj).__name__
         raise InputError(f"{args.pod}: expected kind Pod, got {kind!r}")
     try:
+        check_pod(pod_obj)  # every field the filters read (tolerations, ports, ...): never fail mid-plan
+    except InvalidObject as err:
+        raise InputError(f"{args.pod}: {err}") from None
+    try:
         classes = _classes(objects, args.classes)
         options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)
         resolver = _resolver(classes, options)
@@ -109,7 +115,10 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(str(err)) from None
     # Upstream draws the offset for every attempt (`rand.Int31n`); --offset pins it.
     offset = random.randrange(2**31) if args.offset is None else args.offset
-    result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=offset))
+    try:
+        result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=offset))
+    except InvalidObject as err:  # a field of a snapshot pod read only by a filter: a safety net
+        raise InputError(f"{', '.join(args.cluster)}: a pod in the snapshot: {err}") from None
     out = _output(result)
     if args.explain:
         out["explain"] = _explain(result)
