@@ -1,6 +1,7 @@
 """Soak: the real server under sustained review load while the cluster side misbehaves.
 
     .venv/bin/python benchmarks/soak.py [--duration 60] [--connections 8,64] [--workers 3] [--json FILE]
+        [--faults churn,drops,500,410,rotation | --no-faults]
 
 Loopback only, bounded in time (`--duration` seconds per connection count) and requests
 (`--max-requests` per phase). What runs:
@@ -68,6 +69,7 @@ POOL = [f"soak-{i}" for i in range(10)]
 SYSTEM = {"system-node-critical": (2000001000, False, "PreemptLowerPriority"),
           "system-cluster-critical": (2000000000, False, "PreemptLowerPriority")}
 MAX_FLAT_GROWTH_KIB = 2048
+FAULT_KINDS = frozenset({"churn", "drops", "500", "410", "rotation"})
 
 State = dict[str, tuple[int, bool, str]]  # name -> (value, globalDefault, preemptionPolicy)
 
@@ -192,19 +194,20 @@ class Faults(threading.Thread):
 
     def __init__(self, api: KubeAPIServer, cert_dir: Path, stop: threading.Event, *, drop_every: float = 3,
                  fail_every: float = 11, fail_for: float = 1.5, expire_every: float = 17,
-                 rotate_every: float = 10) -> None:
+                 rotate_every: float = 10, kinds: frozenset[str] = FAULT_KINDS) -> None:
         super().__init__(name="faults", daemon=True)
         self.api, self.cert_dir, self.stop = api, cert_dir, stop
-        self.periods = {"watches dropped": drop_every, "500 windows": fail_every,
-                        "410 (compaction + expired watches)": expire_every,
-                        "certificate rotations": rotate_every}
+        periods = {"watches dropped": ("drops", drop_every), "500 windows": ("500", fail_every),
+                   "410 (compaction + expired watches)": ("410", expire_every),
+                   "certificate rotations": ("rotation", rotate_every)}
+        self.periods = {name: period for name, (kind, period) in periods.items() if kind in kinds}
         self.fail_for = fail_for
         self.counts: Counter[str] = Counter()
 
     def run(self) -> None:
         start = time.monotonic()
         due = {kind: start + period for kind, period in self.periods.items()}
-        while not self.stop.is_set():
+        while due and not self.stop.is_set():
             kind = min(due, key=due.__getitem__)
             if self.stop.wait(max(0.0, due[kind] - time.monotonic())):
                 return
@@ -443,6 +446,10 @@ def main() -> int:
     parser.add_argument("--churn-interval", type=float, default=0.25, help="seconds between class writes")
     parser.add_argument("--baseline", type=float, default=15.0,
                         help="seconds of fault-free load per connection count first, for ratios (0: none)")
+    parser.add_argument("--faults", default=",".join(sorted(FAULT_KINDS)),
+                        help="which background disturbances run (default: all of churn, drops, 500, 410, "
+                        "rotation); a subset attributes memory growth to one of them")
+    parser.add_argument("--no-faults", action="store_true", help="none of them: load only")
     parser.add_argument("--window", type=float, default=35.0, help="staleness accepted, seconds (default 35)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
@@ -461,7 +468,10 @@ def main() -> int:
                                  for _ in range(2 * args.workers)),
                      timeout=30, what="/readyz on every worker")
             churn = Churn(api, history, stop, args.churn_interval)
-            faults = Faults(api, cert_dir, stop)
+            kinds = frozenset() if args.no_faults else frozenset(k.strip() for k in args.faults.split(","))
+            if kinds - FAULT_KINDS:
+                parser.error(f"--faults: unknown {', '.join(sorted(kinds - FAULT_KINDS))}")
+            faults = Faults(api, cert_dir, stop, kinds=kinds)
             sampler = RssSampler(server.process.pid, stop)
             # The baseline: the same load on the same server with no churn and no faults, in this run.
             baselines = {}
@@ -472,7 +482,8 @@ def main() -> int:
                                                    results, history, start, end, [], args.window)
                 print(json.dumps(baselines[connections], indent=2), flush=True)
             report["baselines"] = list(baselines.values())
-            for thread in (churn, faults, sampler):
+            background = (*((churn,) if "churn" in kinds else ()), faults, sampler)
+            for thread in background:
                 thread.start()
             for connections in phases:
                 results, serials, start, end = run_phase(
@@ -490,7 +501,7 @@ def main() -> int:
                 report["phases"].append(phase)
                 print(json.dumps(phase, indent=2), flush=True)
             stop.set()
-            for thread in (churn, faults, sampler):
+            for thread in background:
                 thread.join(10)
             # The whole run after the first phase's warm-up: a leak shows as a trend across phases too.
             first = report["phases"][0] if report["phases"] else None
