@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.support.server import free_port  # noqa: E402
 from webhook import tls  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -164,12 +164,6 @@ def ensure_wrk() -> str:
     if not found:
         raise SystemExit("wrk is not installed (Debian package: wrk)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
