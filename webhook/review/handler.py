@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import base64
 import enum
-import json
 from dataclasses import replace
 from typing import Any
 
 import jsonpatch
+import orjson
 from marshmallow import ValidationError
 
 from webhook.policy.classes import ClassSet
@@ -100,7 +100,7 @@ def response_review(api_version: str, uid: str, decision: Decision, *, with_patc
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if decision.patch and with_patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(list(decision.patch)).encode()).decode()
+        response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode()
     if not decision.allowed:
         response["status"] = {
             "status": "Failure",
