@@ -42,9 +42,7 @@ def test_notes_show_the_certificate_expiry(rendered: Callable[[dict[str, Any]], 
 def test_readme_break_glass_matches_the_documented_install(chart: helm.Chart) -> None:
     """The README installs release `priority-webhook` into `priority-system`; its commands must fit that."""
     readme = (ROOT / "README.md").read_text()
-    section = readme[
-        readme.index("<!-- section: operators -->") : readme.index("<!-- /section: operators -->")
-    ]
+    section = readme[readme.index("## Operating it in a cluster") : readme.index("## Performance")]
     assert "helm install priority-webhook charts/priority-webhook -n priority-system" in section
     r = render(chart, {}, namespace="priority-system", release="priority-webhook")
     commands = delete_commands(section)
