@@ -306,3 +306,9 @@ def test_errors_echo_at_most_a_prefix_of_a_huge_value():
     with pytest.raises(InvalidQuantity) as err:
         pod_requests({"spec": {"containers": [{"resources": {"requests": {"r" * 500: "bad"}}}]}})
     assert str(err.value) == f"spec.containers[0].resources.requests.{'r' * 60}...: invalid quantity 'bad'"
+
+
+def test_an_unprintable_resource_name_is_quoted_so_the_error_stays_one_line():
+    with pytest.raises(InvalidQuantity) as err:
+        pod_requests({"spec": {"containers": [{"resources": {"requests": {"\n": ""}}}]}})
+    assert str(err.value) == "spec.containers[0].resources.requests.'\\n': invalid quantity ''"

@@ -40,7 +40,10 @@ def shown(value: Any) -> str:
 
 
 def shown_name(name: str) -> str:
-    """A map key (resource or label name) inside a field path, cut like `shown`."""
+    """A map key (resource or label name) inside a field path, cut like `shown`; quoted (`repr`) when it
+    has unprintable characters, so that a line break in a key cannot split the message."""
+    if not name.isprintable():
+        return shown(name)
     return name if len(name) <= SHOWN_CHARS else f"{name[:SHOWN_CHARS]}..."
 
 
