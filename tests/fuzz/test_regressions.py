@@ -127,13 +127,13 @@ def test_victims_error_quoting_a_huge_kind_stays_one_short_line(tmp_path):
     assert " ... " in line
 
 
-def test_errors_with_line_breaks_from_the_input_are_joined(tmp_path):
-    # the node's name is quoted as it is: it used to break the error over three lines
+def test_errors_with_line_breaks_from_the_input_are_quoted(tmp_path):
+    # the node's name used to break the error over three lines; it is now quoted with its escapes
     node = tmp_path / "node.json"
     node.write_text(json.dumps({"kind": "Pod", "metadata": {"name": "a\nb\u2028c"}}))
     outcome = run(["victims", "--node", str(node), "--pods", str(node), "--pod", str(node)])
     assert_clear_error(outcome, "victims")
-    assert "(a b c): kind: expected Node, got 'Pod'" in outcome.err
+    assert "('a\\nb\\u2028c'): kind: expected Node, got 'Pod'" in outcome.err
 
 
 def test_plan_names_a_pod_status_that_is_not_an_object(tmp_path):
