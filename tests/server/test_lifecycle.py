@@ -228,6 +228,8 @@ def test_a_killed_worker_is_replaced_and_its_counts_are_kept(tmp_path: Path) -> 
             )
 
         assert admitted() == 6
+        # Workers boot independently: one may have answered everything before the other logged its start.
+        wait_for(lambda: server.log().count("Booting worker with pid") == 2, timeout=60, what="both workers")
         pids = [
             int(line.rsplit(" ", 1)[1])
             for line in server.log().splitlines()
