@@ -261,6 +261,7 @@ def test_kubeconfig_token_is_sent_and_never_logged(tmp_path, caplog: pytest.LogC
         reflector.start()
         try:
             assert reflector.wait_synced(5)  # the token from the kubeconfig was accepted
+            wait_for(lambda: api.open_watches == 1)  # else the drop below could miss a watch still opening
             api.token = "rotated-token"  # from now on ours is refused
             api.drop_watches()
             wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)
