@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.policy.constants import INT32_MAX, INT32_MIN, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
-from webhook.review.schema import API_VERSIONS, OPERATIONS
+from webhook.review.schema import API_VERSIONS, OPERATIONS, qualified_resource
 
 _ABSENT = object()
 
@@ -92,8 +92,7 @@ def well_formed(body: dict[str, Any]) -> bool:
     objects = (req.get("object"), req.get("oldObject"))
     if any(obj is not None and type(obj) is not dict for obj in objects):
         return False
-    group = gvr.get("group") or ""
-    check = OBJECT_CHECKS.get(f"{gvr['resource']}.{group}" if group else gvr["resource"])
+    check = OBJECT_CHECKS.get(qualified_resource(gvr))
     if check is None or req.get("subResource"):
         return True
     return all(obj is None or check(obj) for obj in objects)

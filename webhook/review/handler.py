@@ -21,7 +21,7 @@ from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.policy.priorityclasses import validate_priority_class
 from webhook.review.fastpath import well_formed
-from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error
+from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error, qualified_resource
 
 
 class Stage(enum.StrEnum):
@@ -42,12 +42,9 @@ def parse_review(body: Any) -> tuple[str, str, Request]:
         api_version, req = body["apiVersion"], body["request"]
     else:
         api_version, req = _load(body)
-    gvr = req["resource"]
-    group = gvr.get("group") or ""
-    resource = f"{gvr['resource']}.{group}" if group else gvr["resource"]
     request = Request(
         operation=req["operation"],
-        resource=resource,
+        resource=qualified_resource(req["resource"]),
         object=req.get("object"),
         old_object=req.get("oldObject"),
         namespace=req.get("namespace", ""),
@@ -64,9 +61,7 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     except ValidationError as err:
         raise MalformedReview(first_error(err)) from None
     req = review["request"]
-    gvr = req["resource"]
-    resource = f"{gvr['resource']}.{gvr['group']}" if gvr["group"] else gvr["resource"]
-    schema = OBJECT_SCHEMAS.get(resource)
+    schema = OBJECT_SCHEMAS.get(qualified_resource(req["resource"]))
     if schema is not None and not req["subResource"]:
         for key in ("object", "oldObject"):
             if req[key] is not None:

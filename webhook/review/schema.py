@@ -84,6 +84,12 @@ class PriorityClass(_Loose):
     description = fields.String(allow_none=True)
 
 
+def qualified_resource(gvr: dict[str, Any]) -> str:
+    """`pods`, `priorityclasses.scheduling.k8s.io`: the name upstream's messages and our checks use."""
+    group = gvr.get("group") or ""
+    return f"{gvr['resource']}.{group}" if group else gvr["resource"]
+
+
 OBJECT_SCHEMAS: dict[str, Schema] = {"pods": Pod(), "priorityclasses.scheduling.k8s.io": PriorityClass()}
 REVIEW_SCHEMA = AdmissionReviewSchema()
 
