@@ -147,6 +147,31 @@ def create_serving_cert(ca: KeyPair, names: list[str], days: int = 365) -> KeyPa
     return KeyPair(cert, key)
 
 
+def create_client_cert(ca: KeyPair, user: str, groups: tuple[str, ...] = (), days: int = 1) -> KeyPair:
+    """A TLS client certificate signed by `ca`, as the API server's x509 authenticator reads it: the Common
+    Name is the user, each Organization a group. Used for test control planes and their admin kubeconfig."""
+    key = _new_key()
+    not_before, not_after = _validity(days)
+    subject = x509.Name([
+        *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups),
+        x509.NameAttribute(NameOID.COMMON_NAME, user),
+    ])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(min(not_after, ca.cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    return KeyPair(cert, key)
+
+
 def write_file(path: Path, data: bytes, mode: int) -> None:
     """Write atomically (temp file + rename) with `mode` from the start: a running server that watches the
     directory never reads half a file, and a key is never readable by others, not even for a moment."""

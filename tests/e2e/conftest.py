@@ -1,0 +1,110 @@
+"""End-to-end fixtures: a real control plane from KUBEBUILDER_ASSETS (see tests/support/envtest.py).
+
+Without the binaries the end-to-end tests are left out with one line on a workstation, and fail under
+`CI=true`: in CI they must run. A failing test gets the tail of every control-plane log in its report,
+and its working folder (full logs, certificates, etcd data) is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.envtest import AssetsMissing, ControlPlane, assets_dir
+
+_PLANES = pytest.StashKey[list[ControlPlane]]()
+_HERE = Path(__file__).parent
+_RAN: dict[str, int] = {}
+_NOT_RUN: list[str] = []
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a workstation without the binaries, leave the end-to-end tests out with one line in the summary."""
+    if _in_ci():
+        return
+    try:
+        assets_dir()
+    except AssetsMissing as err:
+        ours = [item for item in items if _HERE in item.path.parents]
+        if ours:
+            items[:] = [item for item in items if item not in ours]
+            config.hook.pytest_deselected(items=ours)
+            _NOT_RUN.append(f"end-to-end: {len(ours)} tests not run: {err}")
+
+
+def _require_assets() -> Path:
+    try:
+        return assets_dir()
+    except AssetsMissing as err:
+        if _in_ci():
+            pytest.fail(f"end-to-end tests must run in CI: {err}", pytrace=False)
+        pytest.skip(f"end-to-end tests need a control plane: {err}")
+
+
+def _track(request: pytest.FixtureRequest, plane: ControlPlane) -> None:
+    request.node.stash.setdefault(_PLANES, []).append(plane)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One shared cluster for the session: kube-apiserver with its default admission plugins (the in-tree
+    Priority plugin included) and the controller manager. Tests leave it as they found it (own namespaces)."""
+    _require_assets()
+    with ControlPlane.start(tmp_path_factory.mktemp("envtest"), controller_manager=True) as plane:
+        yield plane
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> ControlPlane:
+    """The session's cluster, with its logs attached to this test's report if the test fails."""
+    _track(request, control_plane)
+    return control_plane
+
+
+@pytest.fixture
+def start_control_plane(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ControlPlane]]:
+    """A cluster of the test's own: `start_control_plane(apiserver_args=[...], scheduler=True)`."""
+    _require_assets()
+    started: list[ControlPlane] = []
+
+    def start(**kwargs: Any) -> ControlPlane:
+        plane = ControlPlane.create(tmp_path / f"envtest-{len(started)}", **kwargs)
+        started.append(plane)
+        _track(request, plane)
+        return plane
+
+    yield start
+    for plane in started:
+        plane.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    planes = item.stash.get(_PLANES, [])
+    if not planes:
+        return
+    if report.when == "call":
+        version = planes[0].version
+        _RAN[version] = _RAN.get(version, 0) + 1
+    if report.failed:
+        for plane in planes:
+            report.sections.append((f"control plane {plane.workdir} (kept)", plane.logs()))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _NOT_RUN:
+        terminalreporter.write_line(line)
+    for version, count in sorted(_RAN.items()):
+        terminalreporter.write_line(f"end-to-end: {count} tests ran against kube-apiserver {version}")

@@ -1,0 +1,436 @@
+"""A real Kubernetes control plane for end-to-end tests, in the manner of controller-runtime's envtest.
+
+The binaries come from the folder named by `KUBEBUILDER_ASSETS` (`etcd`, `kube-apiserver`, `kubectl`, and
+optionally `kube-controller-manager` and `kube-scheduler`): what `setup-envtest use -p path` prints on a
+workstation. Everything else is made here, in a temporary folder: free loopback ports, certificates from
+the project's own certificate code, an admin kubeconfig, and one log file per process.
+
+    with ControlPlane.start(workdir, apiserver_args=["--disable-admission-plugins=Priority"]) as cp:
+        cp.kubectl("get", "priorityclasses")
+
+No process outlives the test run: every child is asked to receive SIGTERM when the test process dies
+(`PR_SET_PDEATHSIG`), and `stop()` runs from the context manager, from `atexit` and on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import urllib3
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from tests.support.wait import wait_for
+from webhook import tls
+
+ASSETS_ENV = "KUBEBUILDER_ASSETS"
+REQUIRED = ("etcd", "kube-apiserver", "kubectl")
+SERVICE_CIDR = "10.0.0.0/24"
+
+
+class AssetsMissing(RuntimeError):
+    """KUBEBUILDER_ASSETS is unset or lacks a binary: the end-to-end tests cannot run."""
+
+
+def assets_dir() -> Path:
+    """The envtest binaries folder; raises AssetsMissing naming what is missing."""
+    value = os.environ.get(ASSETS_ENV, "")
+    if not value:
+        raise AssetsMissing(f"{ASSETS_ENV} is not set (a folder with {', '.join(REQUIRED)})")
+    folder = Path(value)
+    missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
+    if missing:
+        raise AssetsMissing(f"{ASSETS_ENV}={folder} lacks {', '.join(missing)}")
+    return folder
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (all sockets held open together so none repeats)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _service_account_keys() -> tuple[bytes, bytes]:
+    """The service-account token signer (ES256): private key PEM, public key PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private, public
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM when the test process exits, however it exits."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    os.setsid()
+
+
+_LIVE: set[ControlPlane] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_all() -> None:
+    with _LIVE_LOCK:
+        planes = list(_LIVE)
+    for plane in planes:
+        plane.stop()
+
+
+atexit.register(_stop_all)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _stop_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@dataclass
+class Process:
+    name: str
+    args: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.popen = subprocess.Popen(
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if not self.running():
+            return
+        assert self.popen is not None
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(5)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+@dataclass(eq=False)
+class ControlPlane:
+    """etcd + kube-apiserver (+ controller manager, scheduler) on loopback, and how to talk to them."""
+
+    workdir: Path
+    assets: Path
+    url: str
+    etcd_url: str
+    kubeconfig: Path
+    ca_file: Path
+    ca: tls.KeyPair
+    processes: dict[str, Process] = field(default_factory=dict)
+    version: str = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @classmethod
+    @contextlib.contextmanager
+    def start(
+        cls,
+        workdir: Path,
+        *,
+        apiserver_args: Sequence[str] = (),
+        controller_manager: bool = False,
+        scheduler: bool = False,
+        timeout: float = 120.0,
+    ) -> Iterator[ControlPlane]:
+        plane = cls.create(workdir, apiserver_args=apiserver_args,
+                           controller_manager=controller_manager, scheduler=scheduler, timeout=timeout)
+        try:
+            yield plane
+        finally:
+            plane.stop()
+
+    @classmethod
+    def create(
+        cls,
+        workdir: Path,
+        *,
+        apiserver_args: Sequence[str] = (),
+        controller_manager: bool = False,
+        scheduler: bool = False,
+        timeout: float = 120.0,
+    ) -> ControlPlane:
+        assets = assets_dir()
+        workdir.mkdir(parents=True, exist_ok=True)
+        pki = workdir / "pki"
+        pki.mkdir(exist_ok=True)
+        etcd_port, peer_port, api_port, cm_port, sched_port = free_ports(5)
+        ca = tls.create_ca("envtest CA", days=3650)
+        serving = tls.create_serving_cert(ca, ["127.0.0.1", "localhost", "kubernetes",
+                                               "kubernetes.default", "kubernetes.default.svc"], days=30)
+        front_ca = tls.create_ca("envtest front-proxy CA", days=3650)
+        files = {
+            "ca.crt": ca.cert_pem(), "ca.key": ca.key_pem(),
+            "apiserver.crt": serving.cert_pem(), "apiserver.key": serving.key_pem(),
+            "front-proxy-ca.crt": front_ca.cert_pem(),
+        }
+        files["sa.key"], files["sa.pub"] = _service_account_keys()
+        front_client = tls.create_client_cert(front_ca, "front-proxy-client", days=30)
+        files["front-proxy-client.crt"], files["front-proxy-client.key"] = (
+            front_client.cert_pem(), front_client.key_pem())
+        for name, data in files.items():
+            tls.write_file(pki / name, data, 0o600)
+        url = f"https://127.0.0.1:{api_port}"
+        plane = cls(workdir, assets, url, f"http://127.0.0.1:{etcd_port}", workdir / "admin.kubeconfig",
+                    pki / "ca.crt", ca)
+        plane.write_kubeconfig(plane.kubeconfig, "admin", ("system:masters",))
+        with _LIVE_LOCK:
+            _LIVE.add(plane)
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            plane._add("etcd", [
+                str(assets / "etcd"), "--name", "default", "--data-dir", str(workdir / "etcd-data"),
+                "--listen-client-urls", plane.etcd_url, "--advertise-client-urls", plane.etcd_url,
+                "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
+                "--initial-cluster-state", "new", "--log-level", "warn", "--logger", "zap",
+            ], lambda: plane._etcd_healthy(), timeout)
+            plane._add("kube-apiserver", [
+                str(assets / "kube-apiserver"),
+                "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={api_port}",
+                f"--etcd-servers={plane.etcd_url}", f"--cert-dir={workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
+                "--allow-privileged=true", "--endpoint-reconciler-type=none",
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                *apiserver_args,
+            ], plane.ready, timeout)
+            plane.version = str(plane.get("/version").json()["gitVersion"])
+            if controller_manager:
+                plane._start_controller_manager(cm_port, timeout)
+            if scheduler:
+                plane._start_scheduler(sched_port, timeout)
+        except BaseException:
+            plane.stop()
+            raise
+        return plane
+
+    def _add(self, name: str, args: list[str], ready: Any, timeout: float) -> None:
+        process = Process(name, args, self.workdir / f"{name}.log")
+        self.processes[name] = process
+        process.start()
+        self._wait_ready(process, ready, timeout)
+
+    def _wait_ready(self, process: Process, ready: Any, timeout: float) -> None:
+        def check() -> bool:
+            if not process.running():
+                raise RuntimeError(f"{process.name} exited while starting:\n{process.tail()}")
+            return bool(ready())
+
+        wait_for(check, timeout=timeout, interval=0.1, what=f"{process.name} to become ready")
+
+    def _start_controller_manager(self, port: int, timeout: float) -> None:
+        kubeconfig = self.workdir / "controller-manager.kubeconfig"
+        self.write_kubeconfig(kubeconfig, "system:kube-controller-manager")
+        pki = self.workdir / "pki"
+        self._add("kube-controller-manager", [
+            str(self.assets / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={self.workdir / 'cm-certs'}",
+            "--leader-elect=false", "--controllers=*", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+        ], lambda: self._component_healthy(port), timeout)
+        # Pods can be created only once the service-account controller has made `default`.
+        wait_for(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default").status_code == 200,
+                 timeout=timeout, interval=0.2, what="ServiceAccount default/default")
+
+    def _start_scheduler(self, port: int, timeout: float) -> None:
+        kubeconfig = self.workdir / "scheduler.kubeconfig"
+        self.write_kubeconfig(kubeconfig, "system:kube-scheduler")
+        self._add("kube-scheduler", [
+            str(self.assets / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'scheduler-certs'}", "--leader-elect=false",
+        ], lambda: self._component_healthy(port), timeout)
+
+    def stop(self) -> None:
+        """Scheduler and controller manager first, then the API server, then etcd (as a cluster stops)."""
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            if name in self.processes:
+                self.processes[name].stop()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    def restart_apiserver(self, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver and start it again with the same flags, port and storage."""
+        process = self.processes["kube-apiserver"]
+        process.stop()
+        process.start()
+        self._wait_ready(process, self.ready, timeout)
+
+    def __enter__(self) -> ControlPlane:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- health ------------------------------------------------------------------------------------
+    def _etcd_healthy(self) -> bool:
+        try:
+            return requests.get(self.etcd_url + "/health", timeout=2).json().get("health") == "true"
+        except (requests.RequestException, ValueError):
+            return False
+
+    def _component_healthy(self, port: int) -> bool:
+        # The component's self-signed serving certificate is made at its start: nothing to verify it with.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            try:
+                return requests.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=3).text == "ok"
+            except requests.RequestException:
+                return False
+
+    def ready(self) -> bool:
+        try:
+            return self.get("/readyz").text == "ok"
+        except requests.RequestException:
+            return False
+
+    # -- access ------------------------------------------------------------------------------------
+    def session(self) -> requests.Session:
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = str(self.ca_file)
+        session.cert = (str(self.workdir / "pki" / "admin.crt"), str(self.workdir / "pki" / "admin.key"))
+        return session
+
+    def get(self, path: str) -> requests.Response:
+        with self.session() as session:
+            return session.get(self.url + path, timeout=5)
+
+    def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = (), *,
+                         token: str | None = None) -> Path:
+        """A kubeconfig for `user` (client certificate in `groups`), or for a bearer `token`."""
+        credentials: dict[str, str]
+        if token is not None:
+            credentials = {"token": token}
+        else:
+            pair = tls.create_client_cert(self.ca, user, groups, days=30)
+            stem = path.with_suffix("")
+            if user == "admin":
+                stem = self.workdir / "pki" / "admin"
+            tls.write_file(stem.with_name(stem.name + ".crt"), pair.cert_pem(), 0o600)
+            tls.write_file(stem.with_name(stem.name + ".key"), pair.key_pem(), 0o600)
+            credentials = {"client-certificate-data": base64.b64encode(pair.cert_pem()).decode(),
+                           "client-key-data": base64.b64encode(pair.key_pem()).decode()}
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "envtest", "cluster": {
+                "server": self.url,
+                "certificate-authority-data": base64.b64encode(self.ca.cert_pem()).decode()}}],
+            "users": [{"name": user, "user": credentials}],
+            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
+            "current-context": "envtest",
+        }
+        tls.write_file(path, yaml.safe_dump(config).encode(), 0o600)
+        return path
+
+    def service_account_kubeconfig(self, path: Path, namespace: str, name: str) -> Path:
+        """A kubeconfig with a token of ServiceAccount NS/NAME (TokenRequest), so RBAC is the real one's."""
+        self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
+        token = self.kubectl("create", "token", name, "-n", namespace, "--duration=3600s").stdout.strip()
+        return self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token=token)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                kubeconfig: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run the real kubectl against this control plane; `check` raises with its stderr."""
+        result = subprocess.run(
+            [str(self.assets / "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input, capture_output=True, text=True, timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}")
+        return result
+
+    def apply(self, *objects: dict[str, Any], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """`kubectl apply -f -` of the objects (as a v1 List)."""
+        return self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                   "items": list(objects)}), **kwargs)
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    # -- faults ------------------------------------------------------------------------------------
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision, so older resourceVersions get a real `410 Gone`."""
+        key = base64.b64encode(secrets.token_hex(4).encode()).decode()
+        header = requests.post(self.etcd_url + "/v3/kv/range", json={"key": key}, timeout=5).json()["header"]
+        revision = int(header["revision"])
+        requests.post(self.etcd_url + "/v3/kv/compaction", json={"revision": revision, "physical": True},
+                      timeout=30).raise_for_status()
+        return revision
+
+    def logs(self, lines: int = 40) -> str:
+        return "\n".join(f"--- {name} ({p.log})\n{p.tail(lines)}" for name, p in self.processes.items())
+
+    def remove_workdir(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def wait_deleted(plane: ControlPlane, *args: str, timeout: float = 60.0) -> None:
+    """Wait until `kubectl get ARGS` answers NotFound."""
+    wait_for(lambda: "NotFound" in plane.kubectl("get", *args, check=False).stderr,
+             timeout=timeout, interval=0.2, what=f"{' '.join(args)} to be deleted")
+
+
+
