@@ -3,7 +3,7 @@
 Upstream: pkg/kubelet/lifecycle/predicate.go (admission) and pkg/kubelet/preemption/preemption.go
 (`HandleAdmissionFailure`); the victims themselves come from `victim_search`.
 
-Choices where upstream leaves room (see the README, section "Kubelet-side preemption"):
+Choices where upstream leaves room (see docs/node-preemption.md):
 * Terminating pods (deletionTimestamp set) keep holding their resources but are never victims: evicting a
   pod that is already shutting down frees nothing sooner. Upstream may pick them again.
 * Mirror pods (the API view of static pods) hold resources but are never victims: deleting a mirror pod

@@ -5,7 +5,7 @@ Pipeline, as upstream: (0) the pod fits somewhere as things stand, so no preempt
 (2) nodes where preemption might help; (3) dry run (`SelectVictimsOnNode`) over the candidate nodes;
 (4) `pickOneNodeForPreemption`; (5) lower-priority pods nominated to the chosen node lose the nomination.
 
-Deliberate choices where upstream is random or version-dependent (see README, section planner):
+Deliberate choices where upstream is random or version-dependent (see docs/planner.md):
 nodes are examined sequentially (upstream with parallelism 1) in snapshot order; by default ALL potential
 nodes are examined from offset 0 (no candidate limit), `sample=True` applies upstream's limits (10 %, at
 least 100) from the given offset (the command draws it at random); the final tie-break is examination
