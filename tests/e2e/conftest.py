@@ -69,6 +69,25 @@ def cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Cont
     return control_plane
 
 
+@pytest.fixture(scope="session")
+def no_priority_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A second shared cluster, started on first use: the in-tree Priority plugin off
+    (`--disable-admission-plugins=Priority`), so that our webhook alone decides pod priority. Modules
+    register the webhook for their own tests (module-scoped) and leave no PriorityClass behind."""
+    _require_assets()
+    with ControlPlane.start(tmp_path_factory.mktemp("envtest-no-priority"),
+                            apiserver_args=["--disable-admission-plugins=Priority"],
+                            controller_manager=True) as plane:
+        yield plane
+
+
+@pytest.fixture
+def no_priority_cluster(no_priority_plane: ControlPlane, request: pytest.FixtureRequest) -> ControlPlane:
+    """The cluster without the in-tree Priority plugin, its logs attached to this test's report on failure."""
+    _track(request, no_priority_plane)
+    return no_priority_plane
+
+
 @pytest.fixture
 def start_control_plane(
     tmp_path: Path, request: pytest.FixtureRequest
