@@ -365,6 +365,7 @@ def meddler(tmp_path: Path) -> Iterator[Meddler]:
     ca = tls.create_ca("meddler CA")
     pair = tls.create_serving_cert(ca, ["127.0.0.1", "localhost"])
     folder = tmp_path / "meddler"
+    folder.mkdir(parents=True, exist_ok=True)
     tls.write_file(folder / "tls.crt", pair.cert_pem(), 0o600)
     tls.write_file(folder / "tls.key", pair.key_pem(), 0o600)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
