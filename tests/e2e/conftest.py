@@ -89,6 +89,17 @@ def no_priority_cluster(no_priority_plane: ControlPlane, request: pytest.Fixture
 
 
 @pytest.fixture
+def attach_logs(request: pytest.FixtureRequest) -> Callable[[ControlPlane], ControlPlane]:
+    """For a cluster a module started itself: its logs go into this test's report if the test fails."""
+
+    def attach(plane: ControlPlane) -> ControlPlane:
+        _track(request, plane)
+        return plane
+
+    return attach
+
+
+@pytest.fixture
 def start_control_plane(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., ControlPlane]]:

@@ -282,6 +282,7 @@ def registered_webhook(
     if workers is not None:
         args += ["--workers", str(workers)]
     ensure_namespace(cluster, RELEASE_NAMESPACE)
+    ensure_namespace(cluster, "default")  # the probe's namespace needs its ServiceAccount
     with ExitStack() as stack:
         server = _ready(stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir)))
 
