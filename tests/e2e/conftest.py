@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.webhook import RegisteredWebhook, registered_webhook
 from tests.support.envtest import AssetsMissing, ControlPlane, assets_dir
 
 _PLANES = pytest.StashKey[list[ControlPlane]]()
@@ -79,6 +80,16 @@ def no_priority_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cont
                             apiserver_args=["--disable-admission-plugins=Priority"],
                             controller_manager=True) as plane:
         yield plane
+
+
+@pytest.fixture(scope="session")
+def no_priority_webhook(no_priority_plane: ControlPlane,
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+    """Our webhook (one worker) registered on `no_priority_plane` with the chart's configurations, started on
+    first use and shared by the modules that test it there; a test that stops it brings it back."""
+    with registered_webhook(no_priority_plane, tmp_path_factory.mktemp("no-priority-webhook"),
+                            workers=1) as hook:
+        yield hook
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -87,18 +86,48 @@ def test_created_updated_and_deleted_classes_reach_reviews(cluster, hook, record
         assert seconds < SEEN_TIMEOUT
 
 
-def test_the_cache_rides_out_an_api_server_restart(cluster, hook) -> None:
+def test_the_cache_rides_out_an_api_server_restart_and_readyz_waits_for_the_first_list(
+        cluster, hook, tmp_path) -> None:
+    """While kube-apiserver is down, a webhook started then is alive but not ready (reviews get 503); the
+    running one keeps serving. Once it is back, the new one becomes ready and the running one's watch
+    resumes from its resourceVersion (nothing was compacted: no LIST needed)."""
     cluster.apply(priority_class("cache-restart", 10))
     seen(cluster, {"cache-restart": 10})
     reconnects, relists = cache_metric(hook, "reconnects_total"), cache_metric(hook, "relists_total")
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "1", "operation": "CREATE", "namespace": NS,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "object": pod("late", NS, "cache-restart")}}
+    apiserver = cluster.processes["kube-apiserver"]
+    apiserver.stop(STOP_TIMEOUT)
+    try:
+        with webhook_server(tmp_path, "--kubeconfig", str(cluster.kubeconfig), "--workers", "1") as late:
+            assert late.session.get(late.url + "/readyz", timeout=5).status_code == 503
+            unavailable = late.review("/mutate", review)
+            assert unavailable.status_code == 503
+            assert unavailable.json()["error"].startswith("PriorityClasses not synced yet")
+            # The running webhook stays ready and answers from what it has.
+            assert hook.server.session.get(hook.server.url + "/readyz", timeout=5).status_code == 200
+            assert hook.server.review("/mutate", review).json()["response"]["allowed"]
 
-    cluster.restart_apiserver(stop_timeout=STOP_TIMEOUT)
-    assert hook.server.session.get(hook.server.url + "/readyz", timeout=5).status_code == 200
+            apiserver.start()
+            wait_for(cluster.ready, timeout=120, interval=0.1, what="kube-apiserver to come back")
+            wait_for(lambda: late.session.get(late.url + "/readyz", timeout=5).status_code == 200,
+                     timeout=60, interval=0.1, what="/readyz after the first LIST")
+            answer = late.review("/mutate", review).json()["response"]
+            assert answer["allowed"]
+            assert json.loads(base64.b64decode(answer["patch"]))[0] == {
+                "op": "add", "path": "/spec/priority", "value": 10}
+    finally:
+        if not apiserver.running():
+            apiserver.start()
+        wait_for(cluster.ready, timeout=120, interval=0.1, what="kube-apiserver")
+
     cluster.kubectl("delete", "priorityclass", "cache-restart")
     cluster.apply(priority_class("cache-after-restart", 20))
     seen(cluster, {"cache-restart": None, "cache-after-restart": 20})
     assert cache_metric(hook, "reconnects_total") > reconnects
-    # The watch resumed from its resourceVersion: nothing was compacted, so no LIST was needed.
     assert cache_metric(hook, "relists_total") == relists
     cluster.kubectl("delete", "priorityclass", "cache-after-restart")
 
@@ -123,38 +152,3 @@ def test_a_real_410_gone_makes_every_worker_list_again(cluster, hook) -> None:
     cluster.apply(priority_class("cache-relisted", 40))
     seen(cluster, {"cache-gone": None, "cache-relisted": 40})
     cluster.kubectl("delete", "priorityclass", "cache-relisted")
-
-
-def test_readyz_is_503_until_the_first_list(cluster, hook, tmp_path) -> None:
-    """A webhook started while the API server is down: alive, not ready, and reviews get 503; ready (and
-    answering from the cluster's classes) as soon as the API server is back."""
-    cluster.apply(priority_class("cache-late", 50))
-    apiserver = cluster.processes["kube-apiserver"]
-    apiserver.stop(STOP_TIMEOUT)
-    try:
-        with webhook_server(tmp_path, "--kubeconfig", str(cluster.kubeconfig), "--workers", "1") as server:
-            assert server.session.get(server.url + "/readyz", timeout=5).status_code == 503
-            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                "uid": "1", "operation": "CREATE", "namespace": NS,
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "object": pod("late", NS, "cache-late")}}
-            unavailable = server.review("/mutate", review)
-            assert unavailable.status_code == 503
-            assert unavailable.json()["error"].startswith("PriorityClasses not synced yet")
-
-            apiserver.start()
-            started = time.monotonic()
-            wait_for(cluster.ready, timeout=120, interval=0.1, what="kube-apiserver to come back")
-            wait_for(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                     timeout=60, interval=0.1, what="/readyz after the first LIST")
-            assert time.monotonic() - started < 60
-            answer = server.review("/mutate", review).json()["response"]
-            assert answer["allowed"]
-            assert json.loads(base64.b64decode(answer["patch"]))[0] == {
-                "op": "add", "path": "/spec/priority", "value": 50}
-    finally:
-        if not apiserver.running():
-            apiserver.start()
-        wait_for(cluster.ready, timeout=120, interval=0.1, what="kube-apiserver")
-        cluster.kubectl("delete", "priorityclass", "cache-late", "--ignore-not-found")

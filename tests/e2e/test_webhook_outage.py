@@ -19,7 +19,6 @@ from tests.e2e.webhook import (
     kubectl_create,
     pod,
     priority_class,
-    registered_webhook,
 )
 from tests.support.envtest import ControlPlane
 
@@ -27,11 +26,10 @@ NS = "e2e-outage"
 
 
 @pytest.fixture(scope="module")
-def hook(no_priority_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+def hook(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook) -> Iterator[RegisteredWebhook]:
     ensure_namespace(no_priority_plane, NS)
     try:
-        with registered_webhook(no_priority_plane, tmp_path_factory.mktemp("outage-hook"), workers=1) as registered:
-            yield registered
+        yield no_priority_webhook
     finally:
         no_priority_plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         no_priority_plane.kubectl("delete", "priorityclass", "e2e-outage", "--ignore-not-found", check=False)

@@ -22,7 +22,6 @@ from tests.e2e.webhook import (
     kubectl_denial,
     pod,
     priority_class,
-    registered_webhook,
     wait_until_resolved,
 )
 from tests.support.envtest import ControlPlane
@@ -35,16 +34,15 @@ LEGACY_WARNING = f"Warning: legacy annotation {CRITICAL_POD} mapped to system-cl
 
 
 @pytest.fixture(scope="module")
-def hook(no_priority_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+def hook(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook) -> Iterator[RegisteredWebhook]:
     cluster = no_priority_plane
     ensure_namespace(cluster, NS)
     cluster.apply(priority_class(HIGH, CLASSES[HIGH], description="e2e: high"),
                   priority_class(NEVER, CLASSES[NEVER], policy="Never", description="e2e: waits, never preempts"))
     try:
-        with registered_webhook(cluster, tmp_path_factory.mktemp("pods-hook"), workers=1) as registered:
-            with cluster.session() as session:
-                wait_until_resolved(cluster, session, NS, CLASSES)
-            yield registered
+        with cluster.session() as session:
+            wait_until_resolved(cluster, session, NS, CLASSES)
+        yield no_priority_webhook
     finally:
         cluster.kubectl("delete", "priorityclass", HIGH, NEVER, DEFAULT, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)

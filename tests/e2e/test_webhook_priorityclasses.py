@@ -19,7 +19,6 @@ from tests.e2e.webhook import (
     kubectl_create,
     kubectl_denial,
     priority_class,
-    registered_webhook,
     wait_until_resolved,
 )
 from tests.support.envtest import ControlPlane
@@ -31,10 +30,9 @@ ONE_DEFAULT = (f'priorityclasses.scheduling.k8s.io "{{name}}" is forbidden: Prio
 
 
 @pytest.fixture(scope="module")
-def hook(no_priority_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+def hook(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook) -> Iterator[RegisteredWebhook]:
     try:
-        with registered_webhook(no_priority_plane, tmp_path_factory.mktemp("pc-hook"), workers=1) as registered:
-            yield registered
+        yield no_priority_webhook
     finally:
         no_priority_plane.kubectl("delete", "priorityclass", D1, D2, PLAIN, "e2e-pc-max", "e2e-pc-min",
                                   "--ignore-not-found", check=False)

@@ -36,14 +36,14 @@ HIGH = "e2e-reinvoke-high"
 
 
 @pytest.fixture(scope="module")
-def chain(no_priority_plane: ControlPlane,
+def chain(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegisteredWebhook, Meddler]]:
-    cluster = no_priority_plane
+    cluster, hook = no_priority_plane, no_priority_webhook
     ensure_namespace(cluster, NS)
     cluster.apply(priority_class(HIGH, 1000000))
     tmp = tmp_path_factory.mktemp("reinvoke")
     try:
-        with registered_webhook(cluster, tmp, workers=1) as hook, meddler(tmp) as second:
+        with meddler(tmp) as second:
             config = second.configuration(NS)
             cluster.apply(config)
             with cluster.session() as session:
@@ -114,3 +114,34 @@ def test_a_later_webhook_that_keeps_dropping_the_priority_is_caught_by_the_final
     assert (mutate - before[0], validate - before[1]) == (2, 1)
     assert second.calls_for(name) == [True, True]  # after our first call and after our reinvocation
     assert "NotFound" in cluster.kubectl("get", "pod", name, "-n", NS, check=False).stderr
+
+
+def test_after_the_in_tree_plugin_the_final_state_check_is_what_catches_a_dropped_priority(
+        control_plane: ControlPlane, attach_logs, tmp_path) -> None:
+    """With the plugin on (the session's cluster), a later webhook that drops the priority gets a pod
+    stored without one; with our webhook registered too, the validating entry denies it."""
+    plane = attach_logs(control_plane)
+    ensure_namespace(plane, NS)
+    plane.apply(priority_class(HIGH, 1000000))
+    obj = pod("drop-after-plugin", NS, HIGH, annotations={DROP_PRIORITY: ""})
+    try:
+        with meddler(tmp_path) as second:
+            config = second.configuration(NS)
+            plane.apply(config)
+            try:
+                wait_for(lambda: kubectl_create(plane, pod("probe", NS)).returncode == 0
+                         and second.calls_for("probe"), timeout=60, interval=0.2, what="the second webhook")
+                alone = kubectl_create(plane, obj)
+                assert alone.returncode == 0, alone.stderr
+                assert "priority" not in json.loads(alone.stdout)["spec"]  # the plugin alone lets it through
+                with registered_webhook(plane, tmp_path, workers=1):
+                    result = kubectl_create(plane, obj)
+                assert result.returncode == 1
+                assert result.stderr.strip() == kubectl_denial(
+                    "pods.priority-webhook.io", 'pods "drop-after-plugin" is forbidden: spec.priority is not '
+                    "set; priority admission requires 1000000")
+            finally:
+                plane.kubectl("delete", "mutatingwebhookconfiguration", config["metadata"]["name"], check=False)
+    finally:
+        plane.kubectl("delete", "priorityclass", HIGH, "--ignore-not-found", check=False)
+        plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
