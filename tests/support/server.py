@@ -122,7 +122,7 @@ def webhook_server(
             return False
         try:
             return session.get(url + "/healthz", timeout=2).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or slow on a busy machine
             return False
 
     try:
