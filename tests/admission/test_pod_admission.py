@@ -219,10 +219,16 @@ class TestLegacyCriticalAnnotation:
         _, result = admit(SYSTEM_CLASSES, obj)
         assert result["spec"]["priority"] == 2000000000
 
-    def test_a_client_chosen_priority_still_conflicts(self):
-        obj = pod("p", "kube-system", priority=5, annotations=self.CRITICAL)
+    @pytest.mark.parametrize("priority", [5, 0])
+    def test_a_client_chosen_priority_still_conflicts(self, priority):
+        # 0 without a preemptionPolicy is the client's, not the in-tree plugin's (which sets both): the
+        # real plugin, given the pod naming system-cluster-critical, denies it the same way.
+        obj = pod("p", "kube-system", priority=priority, annotations=self.CRITICAL)
         decision, _ = admit(SYSTEM_CLASSES, obj)
-        assert not decision.allowed and "computed 2000000000" in decision.message
+        assert not decision.allowed
+        assert decision.message == (
+            f'pods "p" is forbidden: the integer value of priority ({priority}) must not be provided in pod '
+            "spec; priority admission controller computed 2000000000 from the given PriorityClass name")
 
 
 class TestValidatePod:

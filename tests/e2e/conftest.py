@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.webhook import RegisteredWebhook, registered_webhook
 from tests.support.envtest import AssetsMissing, ControlPlane, assets_dir
 
 _PLANES = pytest.StashKey[list[ControlPlane]]()
@@ -67,6 +68,46 @@ def cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Cont
     """The session's cluster, with its logs attached to this test's report if the test fails."""
     _track(request, control_plane)
     return control_plane
+
+
+@pytest.fixture(scope="session")
+def no_priority_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A second shared cluster, started on first use: the in-tree Priority plugin off
+    (`--disable-admission-plugins=Priority`), so that our webhook alone decides pod priority. Modules
+    register the webhook for their own tests (module-scoped) and leave no PriorityClass behind."""
+    _require_assets()
+    with ControlPlane.start(tmp_path_factory.mktemp("envtest-no-priority"),
+                            apiserver_args=["--disable-admission-plugins=Priority"],
+                            controller_manager=True) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def no_priority_webhook(no_priority_plane: ControlPlane,
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+    """Our webhook (one worker) registered on `no_priority_plane` with the chart's configurations, started on
+    first use and shared by the modules that test it there; a test that stops it brings it back."""
+    with registered_webhook(no_priority_plane, tmp_path_factory.mktemp("no-priority-webhook"),
+                            workers=1) as hook:
+        yield hook
+
+
+@pytest.fixture
+def no_priority_cluster(no_priority_plane: ControlPlane, request: pytest.FixtureRequest) -> ControlPlane:
+    """The cluster without the in-tree Priority plugin, its logs attached to this test's report on failure."""
+    _track(request, no_priority_plane)
+    return no_priority_plane
+
+
+@pytest.fixture
+def attach_logs(request: pytest.FixtureRequest) -> Callable[[ControlPlane], ControlPlane]:
+    """For a cluster a module started itself: its logs go into this test's report if the test fails."""
+
+    def attach(plane: ControlPlane) -> ControlPlane:
+        _track(request, plane)
+        return plane
+
+    return attach
 
 
 @pytest.fixture

@@ -311,10 +311,14 @@ class ControlPlane:
         with _LIVE_LOCK:
             _LIVE.discard(self)
 
-    def restart_apiserver(self, timeout: float = 120.0) -> None:
-        """Stop kube-apiserver and start it again with the same flags, port and storage."""
+    def restart_apiserver(self, timeout: float = 120.0, *, stop_timeout: float = 15.0) -> None:
+        """Stop kube-apiserver and start it again with the same flags, port and storage.
+
+        `stop_timeout`: seconds before SIGTERM becomes SIGKILL. An open watch keeps this version from
+        exiting until its own shutdown timeout, so a test with watching clients may want it short.
+        """
         process = self.processes["kube-apiserver"]
-        process.stop()
+        process.stop(stop_timeout)
         process.start()
         self._wait_ready(process, self.ready, timeout)
 

@@ -87,17 +87,21 @@ def webhook_server(
     env: Mapping[str, str] | None = None,
     cert_dir: Path | None = None,
     startup_timeout: float = 60.0,
+    port: int | None = None,
 ) -> Iterator[WebhookServer]:
-    """Start the server with `args` (default: the example classes) and stop it on exit."""
+    """Start the server with `args` (default: the example classes) and stop it on exit.
+
+    `port` serves on a given port (to bring a stopped server back where its clients expect it).
+    """
     if cert_dir is None:
         cert_dir = tmp_path / "certs"
         tls.write_certificates(cert_dir)
     if not args:
         args = ("--classes", str(EXAMPLE_CLASSES))
-    port = free_port()
+    port = port or free_port()
     log_file = tmp_path / f"server-{port}.log"
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    with open(log_file, "wb") as log:
+    with open(log_file, "ab") as log:  # a restart on the same port appends
         process = subprocess.Popen(
             serve_command(port, cert_dir, args), cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT
         )
@@ -118,7 +122,7 @@ def webhook_server(
             return False
         try:
             return session.get(url + "/healthz", timeout=2).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or slow on a busy machine
             return False
 
     try:

@@ -140,8 +140,10 @@ def _resolve(request: Request, classes: ClassSet, options: PodOptions) -> Decisi
 
 
 def _set_by_in_tree_plugin(priority: Any, policy: Any, classes: ClassSet) -> bool:
+    """What the in-tree plugin leaves on a pod that names no class when no default exists: priority 0 *and*
+    PreemptLowerPriority (it always sets both). A pod with priority 0 alone got it from its client."""
     return (
         classes.default() is None
         and priority == DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS
-        and policy in (None, PREEMPT_LOWER_PRIORITY)
+        and policy == PREEMPT_LOWER_PRIORITY
     )
