@@ -29,4 +29,5 @@ def test_the_benchmark_measures_pod_creations_without_and_with_our_webhook(clust
     assert server["reviews"] >= timed  # plus warm-up and switch probes
     assert server["mean_ms_per_review"] > 0 and server["apiserver_mean_ms_per_call"] > 0
     assert server["connections"] >= 1
+    assert server["direct_pair"]["n"] == REQUESTS
     assert "added p50" in report(summary)
