@@ -2,7 +2,7 @@
 
     export KUBEBUILDER_ASSETS=...   # etcd, kube-apiserver, kubectl (see docs/end-to-end.md)
     .venv/bin/python benchmarks/admission_overhead.py [--requests 1000] [--rounds 10] [--json FILE]
-        [--server-args "--workers 2 --threads 4"] [--variant NAME="ARGS" ...]
+        [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...]
 
 A real control plane (etcd + kube-apiserver with its default admission plugins, from
 tests/support/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import signal
 import statistics
@@ -63,6 +64,7 @@ KINDS = ("dry-run", "create")
 CALLS_PER_POD = 2  # a pod CREATE outside the system namespaces: our mutating and our validating webhook
 WARMUP = 10
 NAMESPACE = "admission-bench"
+ENV_WORD = re.compile(r"^[A-Z][A-Z0-9_]*=")  # in a variant's words: an environment variable, not an argument
 CHART_SERVER_ARGS = ("--workers", "2", "--threads", "4")  # the chart's defaults (values.yaml: webhook.*)
 CLASS = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
          "metadata": {"name": "bench-high"}, "value": 100000, "description": "admission benchmark"}
@@ -311,11 +313,13 @@ def serving(
     ensure_namespace(cluster, RELEASE_NAMESPACE)
     with ExitStack() as stack:
         hooks = []
-        for name, args in variants.items():
+        for name, words in variants.items():
             folder = workdir / f"server-{name}"
             folder.mkdir(parents=True, exist_ok=True)
+            env = dict(word.split("=", 1) for word in words if ENV_WORD.match(word))
+            args = [word for word in words if not ENV_WORD.match(word)]
             server = stack.enter_context(webhook_server(
-                folder, "--kubeconfig", str(cluster.kubeconfig), *args, cert_dir=cert_dir))
+                folder, "--kubeconfig", str(cluster.kubeconfig), *args, cert_dir=cert_dir, env=env))
             wait_for(lambda s=server: s.session.get(s.url + "/readyz", timeout=5).status_code == 200,
                      timeout=60, interval=0.1, what=f"webhook {name} to sync its class cache")
             hooks.append(Webhook(name, server, chart_webhook_configurations(server.url, ca_bundle)))
@@ -393,7 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--server-args", default=" ".join(CHART_SERVER_ARGS),
                         help="serve arguments of the 'webhook' arm (default: the chart's: %(default)s)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
-                        help="another webhook arm with these serve arguments (repeatable)")
+                        help="another webhook arm with these serve arguments, and VAR=VALUE words as its "
+                        "environment (repeatable)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
