@@ -110,6 +110,10 @@ class KubeAPIServer:
             self.register_resource(rt)
         self._subresources: dict[tuple[str, str, str, str], SubresourceHandler] = {}
         self._watches: set[_Watch] = set()
+        # Every open client connection, so stop() can end them all: a kept-alive connection would
+        # otherwise go on being served (a LIST's connection reused for the next WATCH) after stop().
+        self._connections: set[socket.socket] = set()
+        self._stopped = False
         self._lock = threading.Lock()
         self._faults = _Faults()
         self._faults.running.set()
@@ -121,6 +125,8 @@ class KubeAPIServer:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> KubeAPIServer:
+        with self._lock:
+            self._stopped = False
         handler = type("Handler", (_Handler,), {"api": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
         if self.tls:
@@ -142,9 +148,16 @@ class KubeAPIServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and end every connection, also one accepted or reused while stopping: from now on
+        a client sees its stream break and then connection refused, as when a real API server goes away."""
         self.release()
         if self._httpd is not None:
             self._httpd.shutdown()
+            with self._lock:
+                self._stopped = True
+                connections = list(self._connections)
+            for connection in connections:
+                _hang_up(connection)
             self.drop_watches()
             self._httpd.server_close()
             self._httpd = None
@@ -359,8 +372,25 @@ class KubeAPIServer:
         with self._lock:
             if active:
                 self._watches.add(watch)
+                watch.dropped = watch.dropped or self._stopped
             else:
                 self._watches.discard(watch)
+
+    def _connected(self, connection: socket.socket, open_: bool) -> None:
+        """Track a client connection; one that arrives after stop() is hung up at once."""
+        with self._lock:
+            if not open_:
+                self._connections.discard(connection)
+                return
+            self._connections.add(connection)
+            stopped = self._stopped
+        if stopped:
+            _hang_up(connection)
+
+
+def _hang_up(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -371,6 +401,16 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     api: KubeAPIServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.api._connected(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.api._connected(self.connection, False)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read `api.requests`
         pass

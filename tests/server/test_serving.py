@@ -275,6 +275,31 @@ def test_connections_are_kept_alive(server: WebhookServer) -> None:
     conn.close()
 
 
+def mutate_request(uid: str) -> bytes:
+    body = json.dumps(review(pod(), uid=uid)).encode()
+    return (b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def test_requests_back_to_back_after_a_pause_and_pipelined_share_one_connection(server: WebhookServer) -> None:
+    """A kept-alive connection as the API server uses it: a request right after the answer, one after the
+    connection went back to gunicorn's poller, and two sent in one write (the second read ahead with the
+    first): each is answered once and in order, and the connection stays usable."""
+    with raw_tls(server) as sock:
+        sock.sendall(mutate_request("first"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "first"
+        sock.sendall(mutate_request("at-once"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "at-once"
+        # A review on another connection in between, then the kept-alive one again.
+        assert server.review("/mutate", review(pod())).status_code == 200
+        sock.sendall(mutate_request("after-pause"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "after-pause"
+        sock.sendall(mutate_request("pipelined-1") + mutate_request("pipelined-2"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "pipelined-1"
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "pipelined-2"
+    assert server.review("/mutate", review(pod())).status_code == 200
+
+
 # -- probes, metrics, logs -------------------------------------------------------------------------------
 
 

@@ -122,7 +122,9 @@ def webhook_server(
             return False
         try:
             return session.get(url + "/healthz", timeout=2).status_code == 200
-        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or slow on a busy machine
+        except (requests.ConnectionError, requests.Timeout):
+            # The socket is bound before the workers have loaded the app: on a loaded machine the first
+            # answer can take longer than one attempt's timeout. The deadline is wait_for's.
             return False
 
     try:

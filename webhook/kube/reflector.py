@@ -156,10 +156,11 @@ class Reflector:
     def _retry(self, err: Exception, step: str) -> None:
         if self._stopping.is_set():
             return
-        metrics.RECONNECTS.labels(self.name).inc()
         delay = self._next_backoff()
         log.warning("%s: %s %s failed (%s); retrying in %.2fs",
                     self.name, step, self.path, _summary(err), delay)
+        # Counted once logged: whoever sees the counter move can also find the failure in the log.
+        metrics.RECONNECTS.labels(self.name).inc()
         self._stopping.wait(delay)
 
     def _next_backoff(self) -> float:
