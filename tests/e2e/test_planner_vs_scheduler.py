@@ -43,6 +43,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
 from tests.support.envtest import ControlPlane
 from tests.support.server import REPO
@@ -125,8 +126,6 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    from tests.e2e.conftest import _require_assets
-
     _require_assets()
     workdir = tmp_path_factory.mktemp("planner-vs-scheduler")
     with ControlPlane.start(workdir / "plane", controller_manager=True, scheduler=True) as cluster:
@@ -137,6 +136,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             yield Env(cluster, kubelet, workdir)
         finally:
             kubelet.close()
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_failure(request: pytest.FixtureRequest, env: Env) -> None:
+    """A failing test gets the control-plane logs in its report."""
+    _track(request, env.cluster)
 
 
 def stamp(seconds: int) -> str:

@@ -29,6 +29,7 @@ import pytest
 
 from tests.chart.scenarios import SCENARIOS
 from tests.e2e.chart_rbac import InstalledRbac, component_of, install_rbac, render_chart
+from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
 from tests.support.envtest import ControlPlane
 from tests.support.server import webhook_server
@@ -113,8 +114,6 @@ def test_the_combinations_cover_every_rbac_the_chart_can_render() -> None:
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Path]]:
-    from tests.e2e.conftest import _require_assets
-
     _require_assets()
     workdir = tmp_path_factory.mktemp("rbac-envtest")
     policy = workdir / "audit-policy.yaml"
@@ -128,6 +127,13 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
                          "metadata": {"name": name}, "value": value}
                         for name, value in (("rbac-critical", CRITICAL), ("rbac-low", 10))])
         yield cluster, audit_log
+
+
+@pytest.fixture(autouse=True)
+def _logs_on_failure(request: pytest.FixtureRequest) -> None:
+    """A failing test that used the cluster gets its control-plane logs in its report."""
+    if "audited" in request.fixturenames:
+        _track(request, request.getfixturevalue("audited")[0])
 
 
 def audit_events(audit_log: Path, user: str) -> list[dict[str, Any]]:

@@ -130,7 +130,8 @@ class Node:
 
 
 @pytest.fixture
-def node(env: Env, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
+def node(env: Env, cluster: ControlPlane, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
+    """`cluster` (the session's) attaches the control plane's logs to a failing test's report."""
     short = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower())[:40].strip("-")
     name = f"sce2e-{short}"
     env.cluster.kubectl("create", "namespace", name)
