@@ -49,7 +49,7 @@ from tests.support.envtest import ControlPlane
 from tests.support.server import REPO
 from tests.support.wait import wait_for
 
-SEEDS = (1, 2, 4, 5, 6)  # chosen for variety: several victims, a PDB violation, close candidates
+SEEDS = (2, 4, 5, 6)  # chosen for variety: several victims, a PDB violation, close candidates
 CLASSES = {"pvs-low": 10, "pvs-mid": 100, "pvs-high": 1000, "pvs-preemptor": 5000, "pvs-top": 9000}
 WAIT = 60.0
 BASE_START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
