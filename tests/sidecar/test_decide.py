@@ -177,6 +177,30 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         [],
     ),
     (
+        "fits already while another pod is stuck terminating (a finalizer): done, not wait",
+        [pod("t", cpu="500m", deleting=True), pod("a", cpu="100m"), rejected("crit", cpu="300m")],
+        BASE,
+        Hints(),
+        [("write", "crit", "done", 0, [])],
+    ),
+    (
+        "the same with --recreate-rejected: the controller-owned pod is recreated",
+        [pod("t", cpu="500m", deleting=True), rejected("crit", cpu="300m", controller=True)],
+        replace(BASE, recreate_rejected=True),
+        Hints(),
+        [("write", "crit", "done", 0, []), ("recreate", "crit")],
+    ),
+    (
+        "record preempting, a victim stuck terminating but the pod fits anyway: done",
+        [
+            pod("a", cpu="300m", deleting=True),
+            rejected("crit", cpu="300m", record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("a"),))),
+        ],
+        BASE,
+        Hints(),
+        [("write", "crit", "done", 1, ["a"])],
+    ),
+    (
         "the same for a pod whose eviction was just accepted",
         [pod("t", cpu="500m"), pod("a", cpu="500m"), rejected("crit")],
         BASE,

@@ -147,3 +147,19 @@ def test_event_failure_is_logged_not_raised(cluster, client, caplog):
 def test_long_event_messages_are_truncated():
     body = event_body(pod("web"), "Normal", "R", "x" * 5000, component="c", host="h")
     assert len(body["message"]) == 1024 and body["message"].endswith("...")
+
+
+def test_a_keyed_event_is_recorded_once_even_by_another_process(cluster, client):
+    """The name comes from the key, so a restarted sidecar's second create is refused (409) by the API."""
+    victim = cluster.add(pod("web"))
+    first = EventRecorder(client, component="priority-webhook-sidecar", host="node-a")
+    second = EventRecorder(client, component="priority-webhook-sidecar", host="node-a")
+    assert first.record(victim, "Warning", "Preempting", "m", key="preempting/uid-web")
+    assert second.record(victim, "Warning", "Preempting", "m", key="preempting/uid-web")
+    assert second.record(victim, "Warning", "EvictionFailed", "m", key="evict-failed/x/uid-web/TooManyRequests")
+    assert sorted(e["reason"] for e in cluster.events("web")) == ["EvictionFailed", "Preempting"]
+
+
+def test_event_names_stay_valid_for_long_pod_names():
+    body = event_body(pod("w" * 253), "Normal", "R", "m", component="c", host="h", key="k")
+    assert len(body["metadata"]["name"]) == 253

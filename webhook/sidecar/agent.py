@@ -273,7 +273,9 @@ class Sidecar:
                         "(grant patch on pods, or run with --dry-run); nothing will be evicted"
                     )
                     log.error("%s: %s", ref(pod), message)
-                    self.events.record(pod, WARNING, "PreemptionFailed", message)
+                    self.events.record(
+                        pod, WARNING, "PreemptionFailed", message, key=f"forbidden-record/{uid(pod)}"
+                    )
                 return False
             # 422: the pod changed since this view (or is gone); the watch brings the new version.
             log.info(
@@ -297,7 +299,10 @@ class Sidecar:
             f"Preempting {len(action.victims)} pod(s) to make room for this pod ({action.resource}): {names}"
         )
         log.info("%s: %s", ref(action.pod), message)
-        self.events.record(action.pod, NORMAL, PREEMPTING, message)
+        victims = ",".join(sorted(uid(v) for v in action.victims))
+        self.events.record(
+            action.pod, NORMAL, PREEMPTING, message, key=f"announce/{uid(action.pod)}/{victims}"
+        )
 
     def _evict(self, action: Evict) -> None:
         victim, victim_uid = action.victim, uid(action.victim)
@@ -306,7 +311,7 @@ class Sidecar:
             return
         if victim_uid not in self._victim_evented:  # the kubelet records the event before the kill
             self._victim_evented.add(victim_uid)
-            self.events.record(victim, WARNING, PREEMPTING, PREEMPTED_MESSAGE)
+            self.events.record(victim, WARNING, PREEMPTING, PREEMPTED_MESSAGE, key=f"preempting/{victim_uid}")
         meta = victim.get("metadata") or {}
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         if self.ignore_pdb:
@@ -343,7 +348,7 @@ class Sidecar:
         key = f"evict-failed/{uid(action.pod)}/{victim_uid}/{outcome.reason}"
         if key not in self._reported:
             self._reported[key] = uid(action.pod)
-            self.events.record(action.pod, WARNING, "EvictionFailed", message)
+            self.events.record(action.pod, WARNING, "EvictionFailed", message, key=key)
 
     def _dry_run(self, action: DryRun) -> None:
         self._reported[action.key] = uid(action.pod)
@@ -351,13 +356,13 @@ class Sidecar:
         message = f"Dry run: would preempt {len(action.victims)} pod(s) ({action.resource}): {names}"
         log.info("%s: %s", ref(action.pod), message)
         metrics.DRY_RUN_VICTIMS.labels(resource=action.resource).inc(len(action.victims))
-        self.events.record(action.pod, NORMAL, "PreemptionDryRun", message)
+        self.events.record(action.pod, NORMAL, "PreemptionDryRun", message, key=action.key)
 
     def _report(self, action: Report) -> None:
         self._reported[action.key] = uid(action.pod)
         level = logging.WARNING if action.type == WARNING else logging.INFO
         log.log(level, "%s: %s: %s", ref(action.pod), action.reason, action.message)
-        self.events.record(action.pod, action.type, action.reason, action.message)
+        self.events.record(action.pod, action.type, action.reason, action.message, key=action.key)
 
     def _recreate(self, action: Recreate) -> None:
         pod = action.pod
@@ -367,6 +372,7 @@ class Sidecar:
             NORMAL,
             "Recreating",
             "Room was made; deleting this rejected pod so its controller recreates it",
+            key=f"recreate/{uid(pod)}",
         )
         outcome = eviction.delete(
             self.api_client,

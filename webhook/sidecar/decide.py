@@ -4,13 +4,14 @@ For each rejected critical pod (see `trigger`), in creation order:
 
 1. No record yet: ask the node-side preemption module which pods to evict, with the current view (the
    rejected pod left out, every pod that is not terminated counted as using its requests). If the pod fits
-   already, mark it done; if it would fit once the pods already terminating are gone, wait. Otherwise
-   write the record (victims chosen) and then evict the victims. A rejection older than
-   `max_rejection_age` starts nothing.
+   already, mark it done, whatever else is terminating (a pod held by a finalizer may never finish); else,
+   if it would fit once the pods already terminating are gone, wait. Otherwise write the record (victims
+   chosen) and then evict the victims. A rejection older than `max_rejection_age` starts nothing.
 2. Record `preempting`: evict recorded victims that are still running (never one already terminating or
    whose eviction was just accepted), then wait. Only when every recorded victim has terminated or is gone
    is the pod evaluated again (a new round, up to `max_rounds`), so a slow victim never causes a second set
-   of evictions.
+   of evictions. While nothing is left to evict, a pod that fits with the outstanding victims still
+   counted is marked done.
 3. Record `done` / `abandoned`: nothing more.
 
 Safety is enforced here, not left to the module's ordering: terminating, critical (for the sidecar's
@@ -63,7 +64,8 @@ class Hints:
 
     `evicting`: victims whose eviction the API accepted but that the view does not show terminating yet.
     `blocked_until`: victim uid -> clock reading before which a refused eviction is not retried (backoff).
-    `reported`: keys of reports already made, so a waiting pod does not spam events.
+    `reported`: keys of reports already made, so a waiting pod does not spam events. After a restart the
+    events themselves keep them single: each is created under a name derived from its key (kube.events).
     """
 
     now: float = 0.0
@@ -240,6 +242,12 @@ def decide(
             if outstanding:
                 if not settings.dry_run:  # a dry run never evicts, not even for a record left by a real run
                     step, budget = _evict_outstanding(r, found, outstanding, settings, hints, budget)
+                    if not step and _fits(
+                        admit, r.pod, node, _view(r.pod, pods, settings, hints, claimed).others, settings
+                    ):
+                        # Fits with the outstanding victims still counted (one held by a finalizer, one
+                        # whose eviction is refused): the room is there, stop waiting for them.
+                        step = _done(r.pod, found, found.resource, settings)
                     actions += step
                 continue
         step, budget, chosen = _evaluate(r, found, node, pods, settings, hints, budget, claimed, admit)
@@ -263,6 +271,52 @@ def _evict_outstanding(
     return actions, budget
 
 
+@dataclass(slots=True)
+class _View:
+    """The other pods as the module sees them for one rejected pod."""
+
+    candidates: set[str]  # uids the module may pick
+    others: list[dict[str, Any]]  # every pod holding resources (protected ones neutralised)
+    staying: list[dict[str, Any]]  # `others` without the pods already on their way out
+
+
+def _view(pod: Pod, pods: Sequence[Pod], settings: Settings, hints: Hints, claimed: set[str]) -> _View:
+    key = uid(pod)
+    preemptor_priority = priority_of(pod) or 0
+    fixed_priority = max(preemptor_priority, settings.critical_priority)
+    view = _View(set(), [], [])
+    for other in pods:
+        other_uid = uid(other)
+        if other_uid == key or (other.get("spec") or {}).get("nodeName") != settings.node_name:
+            continue
+        state = lifecycle_state(other)
+        if state == TERMINATED:
+            continue  # holds nothing
+        leaving = state == TERMINATING or other_uid in hints.evicting
+        if other_uid not in claimed and is_candidate(other, preemptor_priority, settings, hints, state):
+            view.candidates.add(other_uid)
+            view.others.append(dict(other))
+        else:
+            view.others.append(_neutralised(other, fixed_priority))
+        if not leaving:
+            view.staying.append(view.others[-1])
+    return view
+
+
+def _done(pod: Pod, found: rec.Record | None, resource: str, settings: Settings) -> list[Action]:
+    """The pod fits: mark it done (and, with --recreate-rejected, have its controller replace it)."""
+    done = rec.Record(
+        state=rec.DONE,
+        round=found.round if found else 0,
+        resource=found.resource if found else resource,
+        victims=found.victims if found else (),
+    )
+    actions: list[Action] = [WriteRecord(pod=pod, record=done)]
+    if settings.recreate_rejected and has_controller(pod):
+        actions.append(Recreate(pod=pod))
+    return actions
+
+
 def _evaluate(
     r: Rejection,
     found: rec.Record | None,
@@ -276,30 +330,8 @@ def _evaluate(
 ) -> tuple[list[Action], int, set[str]]:
     pod = r.pod
     key = uid(pod)
-    preemptor_priority = priority_of(pod) or 0
-    fixed_priority = max(preemptor_priority, settings.critical_priority)
-    candidates: set[str] = set()
-    others: list[dict[str, Any]] = []
-    staying: list[dict[str, Any]] = []  # `others` without the pods already on their way out
-    for other in pods:
-        other_uid = uid(other)
-        if other_uid == key or (other.get("spec") or {}).get("nodeName") != settings.node_name:
-            continue
-        state = lifecycle_state(other)
-        if state == TERMINATED:
-            continue  # holds nothing
-        leaving = state == TERMINATING or other_uid in hints.evicting
-        if other_uid not in claimed and is_candidate(other, preemptor_priority, settings, hints, state):
-            candidates.add(other_uid)
-            others.append(dict(other))
-        else:
-            others.append(_neutralised(other, fixed_priority))
-        if not leaving:
-            staying.append(others[-1])
-    if len(staying) < len(others) and _fits(admit, pod, node, staying, settings):
-        # Room is already on its way (pods terminating, perhaps a previous preemption for a pod its
-        # controller has since replaced): evicting more now would be a second set of victims. Wait.
-        return [], budget, set()
+    view = _view(pod, pods, settings, hints, claimed)
+    candidates, others = view.candidates, view.others
     try:
         admission = admit(
             _as_admitting(pod),
@@ -315,6 +347,14 @@ def _evaluate(
             set(),
         )
     resource = _first_resource(admission, r)
+    if admission.admit and not admission.victims and not admission.error:
+        # Fits already, with every pod still holding its requests: nothing to wait for, whatever else is
+        # terminating on the node (a pod held by a finalizer may stay Terminating for ever).
+        return ([] if settings.dry_run else _done(pod, found, resource, settings)), budget, set()
+    if len(view.staying) < len(others) and _fits(admit, pod, node, view.staying, settings):
+        # Room is already on its way (pods terminating, perhaps a previous preemption for a pod its
+        # controller has since replaced): evicting more now would be a second set of victims. Wait.
+        return [], budget, set()
     if admission.error:
         return (
             _once(
@@ -364,19 +404,8 @@ def _evaluate(
         )
     by_uid = {uid(p): p for p in pods}
     victims = tuple(by_uid[u] for u in victim_uids)
-    if not victims:
-        if settings.dry_run:
-            return [], budget, set()
-        done = rec.Record(
-            state=rec.DONE,
-            round=found.round if found else 0,
-            resource=found.resource if found else resource,
-            victims=found.victims if found else (),
-        )
-        actions: list[Action] = [WriteRecord(pod=pod, record=done)]
-        if settings.recreate_rejected and has_controller(pod):
-            actions.append(Recreate(pod=pod))
-        return actions, budget, set()
+    if not victims:  # admitted without victims: handled above; kept for an admission that says so oddly
+        return ([] if settings.dry_run else _done(pod, found, resource, settings)), budget, set()
     chosen = {uid(v) for v in victims}
     if settings.dry_run:
         dkey = f"dry-run/{key}/{','.join(sorted(chosen))}"
