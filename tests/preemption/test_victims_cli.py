@@ -73,6 +73,7 @@ def test_admitted_after_preemption(files, capsys):
                 "uid": "uid-default-b",
                 "qosClass": "Burstable",
                 "priority": 5,
+                "terminating": False,
             }
         ],
         "error": None,

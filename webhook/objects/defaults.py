@@ -50,6 +50,8 @@ def _default_resources(holder: dict[str, Any], supported: Any = None) -> None:
     if supported is not None:
         own = resources.get("requests") or {}
         requests = {k: v for k, v in requests.items() if k in own or supported(k)}
+        if requests == own:
+            return
     holder["resources"] = {**resources, "requests": requests}
 
 
@@ -74,7 +76,14 @@ def default_pod_spec(spec: Any) -> Any:
             if host_network:
                 _default_host_ports(container)
     if isinstance(spec.get("resources"), dict):
-        _default_resources(spec, _pod_level_supported)
+        requested = {
+            name
+            for key in ("initContainers", "containers")
+            for c in (spec.get(key) if isinstance(spec.get(key), list) else [])
+            if isinstance(c, dict) and isinstance(c.get("resources"), dict)
+            for name in (c["resources"].get("requests") or {})
+        }
+        _default_resources(spec, lambda name: _pod_level_supported(name) and name not in requested)
     return spec
 
 
