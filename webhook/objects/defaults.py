@@ -109,3 +109,15 @@ def default_priority_class(pc: Any) -> Any:
     if not isinstance(pc, dict) or pc.get("preemptionPolicy") is not None:
         return pc
     return {**pc, "preemptionPolicy": PREEMPT_LOWER_PRIORITY}
+
+
+def pod_to_create(pod: Any) -> Any:
+    """A pod as a CREATE would store it, for commands that need a name: defaulted, and a pod with only
+    `generateName` named by its prefix (the API server appends five random characters)."""
+    pod = default_pod(pod)
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        return pod
+    meta = pod["metadata"]
+    if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+        pod = {**pod, "metadata": {**meta, "name": meta["generateName"]}}
+    return pod

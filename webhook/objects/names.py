@@ -115,3 +115,14 @@ def invalid_message(kind: str, obj: Any, errors: list[str]) -> str:
     name = name or (meta.get("generateName") if isinstance(meta.get("generateName"), str) else "") or ""
     joined = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
     return f"{kind} {quoted(name)} is invalid: {joined}"
+
+
+def invalid_pod(pod: Any) -> str | None:
+    """The API server's Invalid message for a pod's name or namespace (absent namespace: `default`), or
+    None when both are valid."""
+    if not isinstance(pod, dict):
+        return None
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    checked = {**pod, "metadata": {**meta, "namespace": meta.get("namespace") or "default"}}
+    errors = object_meta_errors(checked, namespaced=True)
+    return invalid_message("Pod", pod, errors) if errors else None
