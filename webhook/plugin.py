@@ -88,13 +88,11 @@ def _cluster_flags(flags: argparse.Namespace, options: set[str]) -> list[str]:
 
 def _context_kubeconfig(kubeconfig: str | None, context: str) -> str:
     """A private kubeconfig file holding only `context` (its cluster and user) as the current context."""
-    from kubernetes.config.kube_config import KubeConfigMerger
-
     paths = [p for p in kubeconfig_paths(kubeconfig) if os.path.exists(p)]
     if not paths:
         raise InputError(f"kubeconfig {', '.join(kubeconfig_paths(kubeconfig))}: not found")
-    merged = KubeConfigMerger(os.pathsep.join(paths)).config.value
-    contexts = {c.get("name"): c for c in merged.get("contexts") or []}
+    merged = _merged(paths)
+    contexts = {c.get("name"): c for c in merged["contexts"]}
     if context not in contexts:
         raise InputError(f'context "{context}": not found in kubeconfig {", ".join(paths)}')
     ctx = contexts[context].get("context") or {}
@@ -103,8 +101,8 @@ def _context_kubeconfig(kubeconfig: str | None, context: str) -> str:
         "kind": "Config",
         "current-context": context,
         "contexts": [contexts[context]],
-        "clusters": [c for c in merged.get("clusters") or [] if c.get("name") == ctx.get("cluster")],
-        "users": [u for u in merged.get("users") or [] if u.get("name") == ctx.get("user")],
+        "clusters": [c for c in merged["clusters"] if c.get("name") == ctx.get("cluster")],
+        "users": [u for u in merged["users"] if u.get("name") == ctx.get("user")],
     }
     fd, path = tempfile.mkstemp(prefix="kubectl-priority-", suffix=".kubeconfig")  # mode 0600
     with os.fdopen(fd, "w") as f:
@@ -114,6 +112,35 @@ def _context_kubeconfig(kubeconfig: str | None, context: str) -> str:
 
 
 _TEMPORARY: list[str] = []
+
+
+def _merged(paths: list[str]) -> dict[str, list[dict]]:
+    """kubectl's merge of several kubeconfig files: for each named entry the first file that has it wins.
+    Relative file references (certificates) are made absolute, since the result is written elsewhere."""
+    merged: dict[str, list[dict]] = {"contexts": [], "clusters": [], "users": []}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                config = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise InputError(f"kubeconfig {path}: {str(err).splitlines()[0]}") from None
+        if not isinstance(config, dict):
+            raise InputError(f"kubeconfig {path}: not a kubeconfig")
+        base = os.path.dirname(os.path.abspath(path))
+        for key, inner in (("contexts", "context"), ("clusters", "cluster"), ("users", "user")):
+            seen = {e.get("name") for e in merged[key]}
+            for entry in config.get(key) or []:
+                if isinstance(entry, dict) and entry.get("name") not in seen:
+                    merged[key].append(_absolute(entry, inner, base))
+    return merged
+
+
+def _absolute(entry: dict, inner: str, base: str) -> dict:
+    body = dict(entry.get(inner) or {})
+    for key in ("certificate-authority", "client-certificate", "client-key", "tokenFile"):
+        if isinstance(body.get(key), str) and not os.path.isabs(body[key]):
+            body[key] = os.path.join(base, body[key])
+    return {**entry, inner: body}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
