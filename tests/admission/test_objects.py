@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
 from webhook.documents import parse_documents
 from webhook.objects.defaults import default_pod, default_priority_class, pod_to_create, requests_from_limits
-from webhook.objects.names import dns1123_label, dns1123_subdomain, invalid_pod, object_meta_errors
+from webhook.objects.names import (
+    dns1123_label,
+    dns1123_subdomain,
+    generated_name,
+    invalid_object,
+    invalid_pod,
+    object_meta_errors,
+)
 
 LABEL_ERR = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
              "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
@@ -23,7 +31,7 @@ LABEL_ERR = ("a lowercase RFC 1123 label must consist of lower case alphanumeric
         ("0-a", []),
         ("a" * 63, []),
         ("a" * 64, ["must be no more than 63 characters"]),
-        ("a.b", ["must not contain dots"]),
+        ("a.b", [LABEL_ERR]),
         ("-a", [LABEL_ERR]),
         ("a-", [LABEL_ERR]),
         ("FILLED BY THE OPERATOR", [LABEL_ERR]),
@@ -58,6 +66,14 @@ def test_dns1123_subdomain(value, ok):
 def test_object_meta_errors_name_the_field(meta, namespaced, fields):
     errors = object_meta_errors({"metadata": meta}, namespaced=namespaced)
     assert [e.split(":", 1)[0] for e in errors] == fields
+
+
+def test_a_generate_name_object_is_named_before_it_is_validated():
+    message = invalid_object("Pod", {"metadata": {"generateName": "Web-"}}, namespaced=False)
+    name = re.match(r'Pod "(Web-[bcdfghjklmnpqrstvwxz2456789]{5})" is invalid: \[', message).group(1)
+    assert 'metadata.generateName: Invalid value: "Web-": ' in message
+    assert f'metadata.name: Invalid value: "{name}": ' in message
+    assert len(generated_name("a" * 100)) == 63
 
 
 def test_invalid_pod_defaults_the_namespace():

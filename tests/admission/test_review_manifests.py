@@ -130,8 +130,14 @@ def test_a_pod_is_printed_with_requests_defaulted_from_limits(tmp_path, capsys):
          "character (e.g. 'example.com', regex used for validation is "
          "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
         ({}, 'Pod "" is invalid: metadata.name: Required value: name or generateName is required'),
-        ({"name": "web", "namespace": "a.b"},
-         'Pod "web" is invalid: metadata.namespace: Invalid value: "a.b": must not contain dots'),
+        ({"name": "web-", "namespace": "a.b"},
+         'Pod "web-" is invalid: [metadata.name: Invalid value: "web-": a lowercase RFC 1123 subdomain must '
+         "consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+         "character (e.g. 'example.com', regex used for validation is "
+         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), metadata.namespace: Invalid "
+         "value: \"a.b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+         "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+         "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')]"),
     ],
 )
 def test_names_and_namespaces_are_validated_with_the_api_servers_message(tmp_path, capsys, metadata, error):

@@ -19,7 +19,7 @@ from webhook.classfiles import static_store
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.documents import InputError, dump, load_objects
 from webhook.objects.defaults import default_pod, default_priority_class
-from webhook.objects.names import invalid_message, object_meta_errors
+from webhook.objects.names import invalid_object
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
 from webhook.policy.classes import ClassSet
 from webhook.policy.pods import PodOptions
@@ -144,10 +144,10 @@ def _invalid(kind: str, obj: dict[str, Any], namespace: str | None) -> bool:
     """Name and namespace as the API server validates them; prints its error and says whether any."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     checked = {**obj, "metadata": {**meta, "namespace": namespace}} if namespace is not None else obj
-    errors = object_meta_errors(checked, namespaced=namespace is not None)
-    if errors:
-        print(f"Error from server (Invalid): {invalid_message(kind, obj, errors)}", file=sys.stderr)
-    return bool(errors)
+    message = invalid_object(kind, checked, namespaced=namespace is not None)
+    if message:
+        print(f"Error from server (Invalid): {message}", file=sys.stderr)
+    return message is not None
 
 
 def _object(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
