@@ -241,22 +241,29 @@ def _plain_requests(pod: Any) -> dict[str, int]:
         if type(resources) is not dict:
             raise _Unusual
         requests = resources.get("requests")
+        if requests is not None:
+            if type(requests) is not dict:
+                raise _Unusual
+            for name, value in requests.items():
+                if type(name) is not str or type(value) is not str:
+                    raise _Unusual
+                nano = _nano_cached(value)
+                if nano is None or nano < 0:
+                    raise _Unusual
+                result[name] = result.get(name, 0) + nano
         limits = resources.get("limits")
         if limits:  # a limit without a request is the request (API server defaulting)
-            if type(limits) is not dict or (requests is not None and type(requests) is not dict):
+            if type(limits) is not dict:
                 raise _Unusual
-            requests = {**limits, **requests} if requests else limits
-        if requests is None:
-            continue
-        if type(requests) is not dict:
-            raise _Unusual
-        for name, value in requests.items():
-            if type(name) is not str or type(value) is not str:
-                raise _Unusual
-            nano = _nano_cached(value)
-            if nano is None or nano < 0:
-                raise _Unusual
-            result[name] = result.get(name, 0) + nano
+            for name, value in limits.items():
+                if requests is not None and name in requests:
+                    continue
+                if type(name) is not str or type(value) is not str:
+                    raise _Unusual
+                nano = _nano_cached(value)
+                if nano is None or nano < 0:
+                    raise _Unusual
+                result[name] = result.get(name, 0) + nano
     return result
 
 
