@@ -23,6 +23,8 @@ def read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found") from None
     except OSError as err:
         raise InputError(f"{path}: {err.strerror or err}") from None
     except UnicodeDecodeError:

@@ -56,10 +56,10 @@ def _has(rest: Sequence[str], option: str) -> bool:
 
 def translate(argv: Sequence[str]) -> list[str]:
     """`kubectl priority ...` arguments to `priority-webhook ...` arguments."""
-    if not argv or argv[0] not in COMMANDS:
+    flags, rest = _kubectl_flags(argv)  # kubectl's flags may come before or after the command
+    if not rest or rest[0] not in COMMANDS:
         raise InputError(f"expected one of {', '.join(COMMANDS)} (see {PROG} --help)")
-    command, flags_and_rest = argv[0], argv[1:]
-    flags, rest = _kubectl_flags(flags_and_rest)
+    command, rest = rest[0], rest[1:]
     out = [command, *rest]
     if command == "review":
         if flags.namespace:

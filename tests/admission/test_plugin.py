@@ -17,6 +17,7 @@ from webhook.documents import InputError
         (["review", "d.yaml", "-n", "shop"], ["review", "d.yaml", "--namespace", "shop"]),
         (["review", "-n=shop", "d.yaml", "-o", "json"], ["review", "d.yaml", "-o", "json", "--namespace", "shop"]),
         (["review", "d.yaml", "--context", "prod"], ["review", "d.yaml"]),  # offline: no cluster is read
+        (["-n", "shop", "review", "d.yaml"], ["review", "d.yaml", "--namespace", "shop"]),
         (["victims", "--node", "n1", "--pod", "p.yaml", "--kubeconfig", "k", "--context", "c"],
          ["victims", "--node", "n1", "--pod", "p.yaml", "--kubeconfig", "k", "--context", "c"]),
         (["victims", "--node", "n1", "--pod", "p.yaml"], ["victims", "--node", "n1", "--pod", "p.yaml"]),

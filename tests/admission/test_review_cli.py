@@ -152,7 +152,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, message):
 
 def test_missing_file(capsys):
     code, _, err = run(["review", "no-such-file.yaml"], capsys)
-    assert code == 2 and "no-such-file.yaml: No such file or directory" in err
+    assert code == 2 and "no-such-file.yaml: not found" in err
 
 
 def test_bad_classes_file_names_file_and_field(tmp_path, capsys):

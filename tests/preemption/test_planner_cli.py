@@ -236,7 +236,7 @@ def test_bad_pod_exits_two(tmp_path, content, message, capsys):
 
 def test_missing_file_and_offset_without_sample(tmp_path, capsys):
     code, _, err = plan(["--cluster", str(tmp_path / "none.json"), "--pod", "x"], capsys)
-    assert code == 2 and "none.json: No such file or directory" in err
+    assert code == 2 and "none.json: not found" in err
     cluster = write(tmp_path, "c.json", kubectl_list())
     code, _, err = plan(["--cluster", cluster, "--pod", cluster, "--offset", "1"], capsys)
     assert code == 2 and "--offset: needs --sample" in err

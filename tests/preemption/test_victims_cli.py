@@ -223,7 +223,7 @@ def test_missing_file(tmp_path, capsys):
     missing = str(tmp_path / "nope.json")
     code, _, err = run(capsys, ["--node", missing, "--pods", missing, "--pod", missing])
     assert code == 2
-    assert err == f"priority-webhook victims: error: {missing}: No such file or directory\n"
+    assert err == f"priority-webhook victims: error: {missing}: not found\n"
 
 
 def test_real_process(tmp_path):

@@ -101,21 +101,19 @@ def _document(state: _Run, source: str, doc: Any) -> None:
         shown = shown if len(shown) <= SHORT_KIND else shown[:SHORT_KIND] + "..."  # one short line
         raise InputError(f"{source}: kind: must be a non-empty string, got {shown}")
     if kind == "AdmissionReview":
-        state.outputs.append(_review(source, doc, state))
-        result = None
-    elif kind in OBJECT_KINDS:
+        state.outputs.append(_review(source, doc, state))  # a denial inside is an answer, not a failure
+        return
+    if kind in OBJECT_KINDS:
         result = _object(source, doc, state)
     elif kind in WORKLOADS:
         result = _workload(source, doc, state)
     else:
         state.passed.append(kind if len(kind) <= SHORT_KIND else kind[:SHORT_KIND] + "...")
-        state.outputs.append(doc)
-        return
-    if kind != "AdmissionReview":
-        if result is None:
-            state.denied = True
-        else:
-            state.outputs.append(result)
+        result = doc
+    if result is None:
+        state.denied = True
+    else:
+        state.outputs.append(result)
 
 
 def _review(source: str, doc: dict[str, Any], state: _Run) -> Any:
