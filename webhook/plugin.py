@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 import yaml
 
@@ -73,25 +74,32 @@ def translate(argv: Sequence[str]) -> list[str]:
         options = _options("plan")
         if "--kubeconfig" not in options:
             raise InputError("plan: --cluster FILE is needed (this version of plan cannot read a cluster)")
-        out += _cluster_flags(flags, options)
+        out += _cluster_flags(flags, options, explicit=True)
     return out
 
 
-def _cluster_flags(flags: argparse.Namespace, options: set[str]) -> list[str]:
-    """`--kubeconfig F [--context C]`; a command without `--context` gets a kubeconfig of that context."""
+def _cluster_flags(flags: argparse.Namespace, options: set[str], *, explicit: bool = False) -> list[str]:
+    """`--kubeconfig F [--context C]`; a command without `--context` gets a kubeconfig of that context.
+
+    `explicit`: the command needs `--kubeconfig` even for kubectl's defaults (`plan` takes `--cluster` or
+    `--kubeconfig`), so the default file is named, or, for several files in $KUBECONFIG, merged."""
     kubeconfig = flags.kubeconfig
     if flags.context and "--context" not in options:
         return ["--kubeconfig", _context_kubeconfig(kubeconfig, flags.context)]
+    if kubeconfig is None and explicit:
+        paths = kubeconfig_paths(None)
+        kubeconfig = paths[0] if len(paths) == 1 else _context_kubeconfig(None, flags.context)
     out = ["--kubeconfig", kubeconfig] if kubeconfig else []
     return out + (["--context", flags.context] if flags.context else [])
 
 
-def _context_kubeconfig(kubeconfig: str | None, context: str) -> str:
-    """A private kubeconfig file holding only `context` (its cluster and user) as the current context."""
+def _context_kubeconfig(kubeconfig: str | None, context: str | None) -> str:
+    """A private kubeconfig file holding only `context` (None: the current one), its cluster and user."""
     paths = [p for p in kubeconfig_paths(kubeconfig) if os.path.exists(p)]
     if not paths:
         raise InputError(f"kubeconfig {', '.join(kubeconfig_paths(kubeconfig))}: not found")
     merged = _merged(paths)
+    context = context or merged["current-context"]
     contexts = {c.get("name"): c for c in merged["contexts"]}
     if context not in contexts:
         raise InputError(f'context "{context}": not found in kubeconfig {", ".join(paths)}')
@@ -114,10 +122,10 @@ def _context_kubeconfig(kubeconfig: str | None, context: str) -> str:
 _TEMPORARY: list[str] = []
 
 
-def _merged(paths: list[str]) -> dict[str, list[dict]]:
+def _merged(paths: list[str]) -> dict[str, Any]:
     """kubectl's merge of several kubeconfig files: for each named entry the first file that has it wins.
     Relative file references (certificates) are made absolute, since the result is written elsewhere."""
-    merged: dict[str, list[dict]] = {"contexts": [], "clusters": [], "users": []}
+    merged: dict[str, Any] = {"contexts": [], "clusters": [], "users": [], "current-context": None}
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
@@ -126,6 +134,8 @@ def _merged(paths: list[str]) -> dict[str, list[dict]]:
             raise InputError(f"kubeconfig {path}: {str(err).splitlines()[0]}") from None
         if not isinstance(config, dict):
             raise InputError(f"kubeconfig {path}: not a kubeconfig")
+        if merged["current-context"] is None and isinstance(config.get("current-context"), str):
+            merged["current-context"] = config["current-context"]
         base = os.path.dirname(os.path.abspath(path))
         for key, inner in (("contexts", "context"), ("clusters", "cluster"), ("users", "user")):
             seen = {e.get("name") for e in merged[key]}

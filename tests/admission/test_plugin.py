@@ -71,3 +71,26 @@ def test_usage_and_unknown_commands(capsys):
     assert plugin.main(["certs"]) == 2
     assert capsys.readouterr().err == "kubectl priority: error: expected one of review, victims, plan " \
                                       "(see kubectl priority --help)\n"
+
+
+def test_plan_is_given_the_default_kubeconfig_by_name_or_merged(tmp_path, monkeypatch):
+    one = tmp_path / "one"
+    one.write_text(yaml.safe_dump({"current-context": "a", "contexts": [{"name": "a", "context": {"cluster": "c"}}],
+                                   "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1",
+                                                                          "certificate-authority": "ca.crt"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(one))
+    flags = plugin._kubectl_flags([])[0]
+    assert plugin._cluster_flags(flags, {"--kubeconfig"}, explicit=True) == ["--kubeconfig", str(one)]
+    assert plugin._cluster_flags(flags, {"--kubeconfig"}) == []  # a command that follows kubectl's defaults
+    two = tmp_path / "two"
+    two.write_text(yaml.safe_dump({"current-context": "b", "contexts": [{"name": "b", "context": {"cluster": "c"}}]}))
+    monkeypatch.setenv("KUBECONFIG", f"{one}:{two}")
+    try:
+        merged = plugin._cluster_flags(flags, {"--kubeconfig"}, explicit=True)[1]
+        written = yaml.safe_load(Path(merged).read_text())
+        assert written["current-context"] == "a"  # the first file that names one wins, as kubectl
+        assert written["clusters"][0]["cluster"]["certificate-authority"] == str(tmp_path / "ca.crt")
+    finally:
+        for p in plugin._TEMPORARY:
+            Path(p).unlink()
+        plugin._TEMPORARY.clear()
