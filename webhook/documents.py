@@ -23,6 +23,8 @@ def read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found") from None
     except OSError as err:
         raise InputError(f"{path}: {err.strerror or err}") from None
     except UnicodeDecodeError:
@@ -141,8 +143,27 @@ def _flatten(doc: Any, source: str) -> Iterable[Any]:
             return []
         if not isinstance(items, list):
             raise InputError(f"{source}: items: must be a list")
-        return items
+        return _typed_items(doc, items)
     return [doc]
+
+
+def _typed_items(doc: dict[str, Any], items: list[Any]) -> list[Any]:
+    """Items of a typed list (`PriorityClassList`, what `kubectl get --raw` prints) carry no kind of their
+    own: they take the list's kind without `List`, and its apiVersion."""
+    kind = doc.get("kind")
+    if kind == "List" or not isinstance(kind, str):
+        return items
+    item_kind = kind.removesuffix("List")
+    api_version = doc.get("apiVersion")
+    out = []
+    for item in items:
+        if isinstance(item, dict) and "kind" not in item:
+            typed = {"kind": item_kind, **item}
+            if isinstance(api_version, str) and "apiVersion" not in item:
+                typed = {"apiVersion": api_version, **typed}
+            item = typed
+        out.append(item)
+    return out
 
 
 def load_objects(paths: Iterable[str]) -> list[tuple[str, Any]]:

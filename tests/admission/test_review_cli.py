@@ -133,7 +133,11 @@ def test_admission_review_patch_matches_the_object_output(tmp_path, classes, cap
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("kind: Deployment\n", "document 1: kind 'Deployment' is not an AdmissionReview, Pod or PriorityClass"),
+        ("kind: [Deployment]\n", "document 1: kind: must be a non-empty string, got ['Deployment']"),
+        ("metadata: {name: x}\n", "document 1: kind: must be a non-empty string, got None"),
+        ("- 1\n", "document 1: expected a Kubernetes object, got int"),
+        ("", "bad.yaml: empty input: no objects to review"),
+        ("# only a comment\n---\n", "bad.yaml: empty input: no objects to review"),
         ("{not json", "not valid YAML or JSON"),
         ("kind: Pod\nspec: {priority: high}\n", "document 1: spec.priority: Not a valid integer."),
         ('{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}',
@@ -148,7 +152,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, message):
 
 def test_missing_file(capsys):
     code, _, err = run(["review", "no-such-file.yaml"], capsys)
-    assert code == 2 and "no-such-file.yaml: No such file or directory" in err
+    assert code == 2 and "no-such-file.yaml: not found" in err
 
 
 def test_bad_classes_file_names_file_and_field(tmp_path, capsys):

@@ -11,6 +11,7 @@ import pytest
 from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches, namespace_labels
+from tests.chart.test_workload_webhook import WORKLOAD_RULES
 
 Render = Callable[[dict[str, Any]], Rendered]
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -71,7 +72,7 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
     for _, hook in entries(r):
         for rule in hook["rules"]:
             assert "*" not in rule["resources"] and not any("/" in res for res in rule["resources"]), (
-                "pods only: subresources (status, binding, ephemeralcontainers) are not admitted"
+                "no subresources (status, binding, ephemeralcontainers, scale) are admitted"
             )
             assert "*" not in rule["apiGroups"] and "*" not in rule["operations"]
             assert rule["apiVersions"] == ["v1"]
@@ -85,6 +86,7 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
     } == {
         (("priorityclasses",), ("CREATE", "UPDATE", "DELETE")),
         (("pods",), ("CREATE",)),
+        *WORKLOAD_RULES,
     }
 
 

@@ -92,9 +92,9 @@ def files(tmp_path):
     ("content", "error"),
     [
         # used to crash with TypeError: unhashable type: 'list'
-        ("kind: [Pod]\n", "kind \"['Pod']\" is not an AdmissionReview, Pod or PriorityClass"),
+        ("kind: [Pod]\n", "kind: must be a non-empty string, got ['Pod']"),
         # used to echo the whole 10 kB kind
-        ("kind: " + "x" * 10000 + "\n", "kind '" + "x" * 64 + "...' is not an AdmissionReview, Pod or PriorityClass"),
+        ("kind: [" + "x" * 10000 + "]\n", "kind: must be a non-empty string, got ['" + "x" * 62 + "..."),
         # used to blame request.name, a field the user never wrote (YAML 1.1 reads `yes` as true)
         ("kind: PriorityClass\nmetadata: {name: yes}\nvalue: 1\n", "metadata.name: Not a valid string."),
         ("kind: Pod\nmetadata: {name: 5}\n", "metadata.name: Not a valid string."),
@@ -105,6 +105,13 @@ def test_review_names_the_field_the_user_wrote(files, content, error):
     outcome = files(content)
     assert_clear_error(outcome, "review")
     assert outcome.err.rstrip("\n").endswith(f"document 1: {error}")
+
+
+def test_review_passes_an_unknown_kind_through_with_a_short_note(files):
+    outcome = files("kind: " + "x" * 10000 + "\nmetadata: {name: a}\n", "-o", "json")
+    assert outcome.code == 0 and json.loads(outcome.out)["kind"] == "x" * 10000
+    assert_one_line(outcome.err.rstrip("\n"), bound=300)
+    assert "x" * 64 + "..." in outcome.err
 
 
 def test_review_with_an_alias_bomb_ends_quickly_with_an_error(files):

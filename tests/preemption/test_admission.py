@@ -45,7 +45,8 @@ def test_a_critical_pod_is_admitted_after_preemption():
     assert [r.reason for r in got.reasons] == ["OutOfcpu"]
     assert got.requirements == [("cpu", 500)]
     assert got.victims == [
-        {"namespace": "default", "name": "b", "uid": "uid-default-b", "qosClass": "Burstable", "priority": 0}
+        {"namespace": "default", "name": "b", "uid": "uid-default-b", "qosClass": "Burstable", "priority": 0,
+         "terminating": False}
     ]
 
 
@@ -78,16 +79,17 @@ def test_terminal_pods_hold_nothing():
     assert admit_pod(pod("new", "4"), node(), pods).fits
 
 
-def test_terminating_pods_hold_resources_but_are_never_victims():
-    """Deliberate choice: upstream may pick an already-terminating pod again; evicting it frees nothing sooner."""
+def test_terminating_pods_hold_resources_and_are_victims_marked_terminating():
+    """As upstream: the active-pod list holds terminating pods, so the kubelet kills one again and admits;
+    the victim is marked terminating so that an evictor waits for it instead of evicting it."""
     dying = pod("dying", "3", priority=0, deleting=True)
     got = admit_pod(critical(cpu="2"), node(), [dying])
-    assert not got.fits and not got.admit
-    assert got.error.endswith("[(res: cpu, q: 1000), ]")
+    assert (got.fits, got.admit, got.error) == (False, True, None)
+    assert [(v["name"], v["terminating"]) for v in got.victims] == [("dying", True)]
     dying = pod("dying", "2", priority=0, deleting=True)
     got = admit_pod(critical(cpu="2"), node(), [dying, pod("alive", "1", priority=0)])
     assert got.requirements == [("cpu", 1000)]
-    assert (got.admit, victim_names(got)) == (True, ["alive"])
+    assert got.admit and [(v["name"], v["terminating"]) for v in got.victims] == [("alive", False)]
 
 
 def test_mirror_pods_count_and_are_never_victims():

@@ -236,7 +236,7 @@ def test_bad_pod_exits_two(tmp_path, content, message, capsys):
 
 def test_missing_file_and_offset_without_sample(tmp_path, capsys):
     code, _, err = plan(["--cluster", str(tmp_path / "none.json"), "--pod", "x"], capsys)
-    assert code == 2 and "none.json: No such file or directory" in err
+    assert code == 2 and "none.json: not found" in err
     cluster = write(tmp_path, "c.json", kubectl_list())
     code, _, err = plan(["--cluster", cluster, "--pod", cluster, "--offset", "1"], capsys)
     assert code == 2 and "--offset: needs --sample" in err
@@ -277,3 +277,30 @@ def test_sample_without_offset_starts_anywhere_but_finds_a_tied_node(tmp_path, c
     pre = write(tmp_path, "pre.json", pod("pre", "", HIGH, L))
     code, out, _ = plan(["--cluster", cluster, "--pod", pre, "--sample"], capsys)
     assert code == 0 and json.loads(out)["node"] in {f"node{i}" for i in range(1, 6)}
+
+
+def test_a_generate_name_pod_is_planned(tmp_path, files, capsys):
+    job = pod("x", "", None, VL, class_name="batch-high")
+    job["metadata"] = {"generateName": "job-", "namespace": "default"}
+    files["pod"] = write(tmp_path, "gen.yaml", yaml.safe_dump(job))
+    code, out, err = plan(["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"]],
+                          capsys)
+    assert (code, err) == (0, "") and json.loads(out)["node"] is not None
+
+
+def test_a_gpu_only_in_limits_is_requested_so_no_node_without_gpus_fits(tmp_path, files, capsys):
+    job = pod("train", "", None, S, class_name="batch-high")
+    job["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    files["pod"] = write(tmp_path, "gpu.yaml", yaml.safe_dump(job))
+    code, out, _ = plan(["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"],
+                         "--explain"], capsys)
+    assert code == 1 and json.loads(out)["node"] is None
+    reasons = [e["reason"] for e in json.loads(out)["explain"]["excluded"]]
+    assert reasons and all("nvidia.com/gpu" in r for r in reasons if "taint" not in r), reasons
+
+
+def test_an_invalid_pod_namespace_is_refused_with_the_api_servers_message(tmp_path, files, capsys):
+    bad = pod("job", "", None, S, namespace="FILLED BY THE OPERATOR")
+    code, _, err = plan(["--cluster", files["cluster"], "--pod", write(tmp_path, "bad.yaml", yaml.safe_dump(bad))],
+                        capsys)
+    assert code == 2 and 'Pod "job" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR"' in err

@@ -73,6 +73,7 @@ def test_admitted_after_preemption(files, capsys):
                 "uid": "uid-default-b",
                 "qosClass": "Burstable",
                 "priority": 5,
+                "terminating": False,
             }
         ],
         "error": None,
@@ -222,7 +223,7 @@ def test_missing_file(tmp_path, capsys):
     missing = str(tmp_path / "nope.json")
     code, _, err = run(capsys, ["--node", missing, "--pods", missing, "--pod", missing])
     assert code == 2
-    assert err == f"priority-webhook victims: error: {missing}: No such file or directory\n"
+    assert err == f"priority-webhook victims: error: {missing}: not found\n"
 
 
 def test_real_process(tmp_path):
@@ -261,3 +262,53 @@ def test_real_process(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.endswith("bad.json: pod.spec: must be an object, got int\n")
+
+
+def test_room_from_a_terminating_pod_is_admitted_and_the_victim_marked(files, capsys):
+    """The kubelet kills an already-terminating victim again and admits: `admit: true`, marked terminating."""
+    dying = pod("dying", "3", priority=0, deleting=True)
+    code, out, _ = run(capsys, files(node(), pod_list(dying), critical(cpu="2")))
+    got = json.loads(out)
+    assert (code, got["admit"], got["fits"]) == (0, True, False)
+    assert [(v["name"], v["terminating"]) for v in got["victims"]] == [("dying", True)]
+
+
+def gpu_pod(name: str, **kw) -> dict:
+    """A GPU only in limits, as GPU manifests usually have it: the API server makes it the request."""
+    p = pod(name, "100m", **kw)
+    p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    return p
+
+
+def test_limits_only_extended_resources_are_requested(files, capsys):
+    gpu_node = node(**{"nvidia.com/gpu": "1"})
+    code, out, _ = run(capsys, files(gpu_node, pod_list(gpu_pod("running", priority=0)),
+                                     gpu_pod("new", priority=0)))
+    got = json.loads(out)
+    assert (code, got["admit"]) == (1, False)
+    assert [r["resource"] for r in got["reasons"]] == ["nvidia.com/gpu"]
+    # as a critical pod it evicts the GPU holder, a Guaranteed-looking limits-only pod counted by its requests
+    code, out, _ = run(capsys, files(gpu_node, pod_list(gpu_pod("running", priority=0)),
+                                     gpu_pod("new", priority=2_000_000_000, namespace="kube-system")))
+    assert code == 0 and [v["name"] for v in json.loads(out)["victims"]] == ["running"]
+
+
+def test_an_invalid_pod_name_is_refused_with_the_api_servers_message(files, capsys):
+    bad = pod("new", "1", namespace="FILLED BY THE OPERATOR")
+    code, _, err = run(capsys, files(node(), pod_list(), bad))
+    assert code == 2
+    assert 'Pod "new" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR": a lowercase' in err
+
+
+def test_a_missing_kubeconfig_says_not_found(tmp_path, capsys):
+    pod_file = write(tmp_path, "pod.yaml", pod("new", "1"))
+    missing = str(tmp_path / "nope" / "config")
+    code, _, err = run(capsys, ["--node", "n1", "--pod", pod_file, "--kubeconfig", missing])
+    assert code == 2
+    assert err == f"priority-webhook victims: error: kubeconfig {missing}: not found\n"
+
+
+def test_the_default_kubeconfig_missing_says_not_found(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    code, _, err = run(capsys, ["--node", "n1", "--pod", write(tmp_path, "pod.yaml", pod("new", "1"))])
+    assert code == 2 and err.endswith(f"kubeconfig {tmp_path / 'absent'}: not found\n")

@@ -325,7 +325,7 @@ def test_metrics_count_by_labels(client: Any) -> None:
         client,
         "/mutate",
         review(
-            {"metadata": {"name": "d"}}, gvr={"group": "apps", "version": "v1", "resource": "deployments"}
+            {"metadata": {"name": "d"}}, gvr={"group": "", "version": "v1", "resource": "services"}
         ),
     )
     deltas = {k: (value(*k) - before[k][0], count(*k) - before[k][1]) for k in keys}

@@ -180,7 +180,7 @@ def test_bad_classes_file_exits_2_with_one_line(tmp_path: Path) -> None:
             ["--classes", "pc.yaml"],
             "system-x",
         ),
-        ({}, ["--classes", "missing.yaml"], "missing.yaml: No such file or directory"),
+        ({}, ["--classes", "missing.yaml"], "missing.yaml: not found"),
         ({}, ["--classes", "x.yaml", "--kubeconfig", "kc"], "--classes: cannot be combined"),
         ({"certs/tls.crt": "not a certificate"}, [], "--cert-dir: cannot load"),
         ({"certs/tls.crt": "", "certs/tls.key": ""}, [], "--cert-dir: cannot load"),

@@ -33,3 +33,9 @@ def add_cluster(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the cluster to read from")
     group.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+
+
+def add_context(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context to use (default: the current one)"
+    )

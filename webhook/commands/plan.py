@@ -18,6 +18,8 @@ from typing import Any
 from webhook.classfiles import load_classes
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.objects.defaults import pod_to_create
+from webhook.objects.names import invalid_pod
 from webhook.policy.classes import ClassSet, StaticClassStore
 from webhook.policy.pods import PodOptions
 from webhook.preemption.planner import Plan, PlanOptions, plan
@@ -103,6 +105,9 @@ def _run(args: argparse.Namespace) -> int:
         check_pod(pod_obj)  # every field the filters read (tolerations, ports, ...): never fail mid-plan
     except InvalidObject as err:
         raise InputError(f"{args.pod}: {err}") from None
+    if invalid_pod(pod_obj):
+        raise InputError(f"{args.pod}: {invalid_pod(pod_obj)}")
+    pod_obj = pod_to_create(pod_obj)  # API defaulting (requests from limits), generateName
     try:
         classes = _classes(objects, args.classes)
         options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)

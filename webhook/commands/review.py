@@ -1,10 +1,16 @@
-"""`priority-webhook review`: the admission decision offline, through the server's own code path."""
+"""`priority-webhook review`: the admission decision offline, through the server's own code path.
+
+Takes manifests as users keep them: every kind, several documents, Lists. A Pod or PriorityClass is
+defaulted and validated as the API server would (webhook.objects) and admitted as a CREATE; a workload's
+pod template gets the decision its pods will get; any other kind passes through unchanged.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -12,23 +18,30 @@ import jsonpatch
 from webhook.classfiles import static_store
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.documents import InputError, dump, load_objects
+from webhook.objects.defaults import default_pod, default_priority_class
+from webhook.objects.names import invalid_object
+from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
 from webhook.policy.classes import ClassSet
 from webhook.policy.pods import PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
+from webhook.review.workloads import workload_message
 
 # kind → (group, version, resource) as the API server names it in a review.
 OBJECT_KINDS = {
     "Pod": ("", "v1", "pods"),
     "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses"),
 }
+SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "review",
         help="run the admission decision offline",
-        description="AdmissionReview in: the response the server would send. Pod or PriorityClass in: "
-        "treated as a CREATE and printed mutated; a denial goes to stderr and the exit code is 1.",
+        description="Manifests in (any kind, several documents, Lists): AdmissionReviews get the response "
+        "the server would send; Pods and PriorityClasses are treated as a CREATE and printed as stored; "
+        "workloads (Deployment, Job, ...) are printed with the priority their pods will get; other kinds "
+        "pass through. A denial goes to stderr and the exit code is 1.",
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="input files; - is stdin")
     add_classes(parser)
@@ -44,51 +57,115 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+@dataclass
+class _Run:
+    classes: ClassSet
+    options: PodOptions
+    stage: Stage
+    namespace: str | None
+    outputs: list[Any] = field(default_factory=list)
+    denied: bool = False
+    passed: list[str] = field(default_factory=list)  # kinds passed through, for the note
+
+
 def run(args: argparse.Namespace) -> int:
-    classes = static_store(args.classes).snapshot()
-    options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)
-    stage = Stage(args.stage)
-    outputs: list[Any] = []
-    denied = False
-    for source, doc in load_objects(args.files):
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        if not isinstance(kind, str):  # also keeps unhashable kinds (lists, maps) out of the lookups below
-            kind = None if kind is None else repr(kind)
-        if kind == "AdmissionReview":
-            outputs.append(_review(source, doc, stage, classes, options))
-        elif kind in OBJECT_KINDS:
-            result = _object(source, doc, args.namespace, stage, classes, options)
-            if result is None:
-                denied = True
-            else:
-                outputs.append(result)
-        else:
-            shown = kind if kind is None or len(kind) <= 64 else kind[:64] + "..."  # one short line
-            raise InputError(f"{source}: kind {shown!r} is not an AdmissionReview, Pod or PriorityClass")
-    if len(outputs) == 1:
-        sys.stdout.write(dump(outputs[0], args.output))
-    elif outputs:
-        sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": outputs}, args.output))
-    return 1 if denied else 0
+    state = _Run(
+        classes=static_store(args.classes).snapshot(),
+        options=PodOptions(legacy_critical_annotation=args.legacy_critical_annotation),
+        stage=Stage(args.stage),
+        namespace=args.namespace,
+    )
+    for path in args.files:
+        docs = load_objects([path])
+        if not docs:
+            raise InputError(f"{'<stdin>' if path == '-' else path}: empty input: no objects to review")
+        for source, doc in docs:
+            _document(state, source, doc)
+    if state.passed:
+        kinds = ", ".join(sorted(set(state.passed)))
+        print(f"note: {len(state.passed)} object(s) passed through unchanged, priority admission does not "
+              f"apply to their kind ({kinds})", file=sys.stderr)
+    if len(state.outputs) == 1:
+        sys.stdout.write(dump(state.outputs[0], args.output))
+    elif state.outputs:
+        sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": state.outputs}, args.output))
+    return 1 if state.denied else 0
 
 
-def _review(source: str, doc: dict[str, Any], stage: Stage, classes: ClassSet, options: PodOptions) -> Any:
+def _document(state: _Run, source: str, doc: Any) -> None:
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        shown = repr(kind)
+        shown = shown if len(shown) <= SHORT_KIND else shown[:SHORT_KIND] + "..."  # one short line
+        raise InputError(f"{source}: kind: must be a non-empty string, got {shown}")
+    if kind == "AdmissionReview":
+        state.outputs.append(_review(source, doc, state))  # a denial inside is an answer, not a failure
+        return
+    if kind in OBJECT_KINDS:
+        result = _object(source, doc, state)
+    elif kind in WORKLOADS:
+        result = _workload(source, doc, state)
+    else:
+        state.passed.append(kind if len(kind) <= SHORT_KIND else kind[:SHORT_KIND] + "...")
+        result = doc
+    if result is None:
+        state.denied = True
+    else:
+        state.outputs.append(result)
+
+
+def _review(source: str, doc: dict[str, Any], state: _Run) -> Any:
     try:
-        response, _, _ = handle_review(doc, stage, classes, options)
+        response, _, _ = handle_review(doc, state.stage, state.classes, state.options)
     except MalformedReview as err:
         raise InputError(f"{source}: {err}") from None
     return response
 
 
-def _object(
-    source: str,
-    obj: dict[str, Any],
-    namespace: str | None,
-    stage: Stage,
-    classes: ClassSet,
-    options: PodOptions,
-) -> dict[str, Any] | None:
-    """A CREATE of `obj`, as `kubectl create` would send it; the mutated object, or None if denied."""
+def _namespace(source: str, obj: dict[str, Any], state: _Run) -> str:
+    """The object's namespace, or -n, or default; a conflict is refused as kubectl refuses it."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    own = meta.get("namespace")
+    if not isinstance(own, str):
+        own = None  # reported by the object's schema as metadata.namespace
+    if own and state.namespace and own != state.namespace:
+        raise InputError(
+            f'{source}: the namespace from the provided object "{own}" does not match '
+            f'the namespace "{state.namespace}"'
+        )
+    return own or state.namespace or "default"
+
+
+def _invalid(kind: str, obj: dict[str, Any], namespace: str | None) -> bool:
+    """Name and namespace as the API server validates them; prints its error and says whether any."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    checked = {**obj, "metadata": {**meta, "namespace": namespace}} if namespace is not None else obj
+    message = invalid_object(kind, checked, namespaced=namespace is not None)
+    if message:
+        print(f"Error from server (Invalid): {message}", file=sys.stderr)
+    return message is not None
+
+
+def _object(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
+    """A CREATE of `obj`, as `kubectl create` would send it; the stored object, or None if refused."""
+    kind = obj["kind"]
+    namespace = _namespace(source, obj, state) if kind == "Pod" else None
+    obj = default_pod(obj) if kind == "Pod" else default_priority_class(obj)
+    try:
+        admitted = _admit(obj, namespace, state)
+    except MalformedReview as err:
+        raise InputError(f"{source}: {str(err).removeprefix('request.object.')}") from None
+    if not isinstance(admitted, dict) or _invalid(kind, obj, namespace):
+        return None
+    return admitted
+
+
+def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bool = False) -> Any:
+    """The object after admission (mutated), or the denying Decision (printed unless quiet).
+
+    Raises MalformedReview for an object the schemas refuse."""
     group, version, resource = OBJECT_KINDS[obj["kind"]]
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     request: dict[str, Any] = {
@@ -102,24 +179,47 @@ def _object(
         "oldObject": None,
         "dryRun": True,
     }
-    if resource == "pods":
-        own = meta.get("namespace")
-        if not isinstance(own, str):
-            own = None  # reported by the object's schema as metadata.namespace
-        if own and namespace and own != namespace:
-            raise InputError(
-                f'{source}: the namespace from the provided object "{own}" does not match '
-                f'the namespace "{namespace}"'
-            )
-        request["namespace"] = own or namespace or "default"
+    if namespace is not None:
+        request["namespace"] = namespace
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    try:
-        _, _, decision = handle_review(review, stage, classes, options)
-    except MalformedReview as err:
-        raise InputError(f"{source}: {str(err).removeprefix('request.object.')}") from None
+    _, _, decision = handle_review(review, state.stage, state.classes, state.options)
     for warning in decision.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
     if not decision.allowed:
-        print(f"Error from server ({decision.reason}): {decision.message}", file=sys.stderr)
-        return None
+        if not quiet:
+            print(f"Error from server ({decision.reason}): {decision.message}", file=sys.stderr)
+        return decision
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else obj
+
+
+def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
+    """The workload with its pod template as its pods will be admitted, or None if they would be refused."""
+    kind = obj["kind"]
+    namespace = _namespace(source, obj, state)
+    if _invalid(kind, obj, namespace):
+        return None
+    template = pod_template(obj, kind)
+    if template is None:
+        return obj  # nothing to admit; the API server's own validation speaks about the missing template
+    try:
+        admitted = _admit(template_pod(template, namespace), namespace, state, quiet=True)
+    except MalformedReview as err:
+        where = ".".join(template_path(kind))
+        raise InputError(f"{source}: {where}.{str(err).removeprefix('request.object.')}") from None
+    if not isinstance(admitted, dict):  # a Decision: the pods would be forbidden
+        name = _name(obj)
+        err = admitted.message.split(" is forbidden: ", 1)[-1]
+        print(f"Error from server ({admitted.reason}): {workload_message(kind, namespace, name, err)}",
+              file=sys.stderr)
+        return None
+    if "spec" not in admitted:
+        return obj
+    return with_template(obj, kind, {**template, "spec": admitted["spec"]})
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    for key in ("name", "generateName"):
+        if isinstance(meta.get(key), str) and meta[key]:
+            return meta[key]
+    return "Unknown"

@@ -42,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_classes(parser)
     add_cluster(parser)
     add_legacy_annotation(parser)
+    parser.add_argument(
+        "--deny-unadmittable-workloads",
+        action="store_true",
+        help="deny a Deployment, Job, ... whose pods would be forbidden (default: admit it with a warning)",
+    )
     parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
         "--threads", type=_positive, default=8, help="threads per process (default: %(default)s)"
@@ -106,7 +111,10 @@ def run(args: argparse.Namespace) -> int:
         bind=check_bind(args.bind),
         cert_dir=args.cert_dir,
         store=spec,
-        options=PodOptions(legacy_critical_annotation=args.legacy_critical_annotation),
+        options=PodOptions(
+            legacy_critical_annotation=args.legacy_critical_annotation,
+            deny_unadmittable_workloads=args.deny_unadmittable_workloads,
+        ),
         workers=args.workers,
         threads=args.threads,
         graceful_timeout=args.graceful_timeout,

@@ -1,8 +1,11 @@
-"""`priority-webhook victims`: the kubelet's critical-pod admission of one pod on one node, offline.
+"""`priority-webhook victims`: the kubelet's critical-pod admission of one pod on one node.
 
-kubectl get node NODE -o json > node.json
-kubectl get pods -A --field-selector spec.nodeName=NODE -o json > pods.json
-priority-webhook victims --node node.json --pods pods.json --pod pod.yaml
+Offline, from files:
+    kubectl get node NODE -o json > node.json
+    kubectl get pods -A --field-selector spec.nodeName=NODE -o json > pods.json
+    priority-webhook victims --node node.json --pods pods.json --pod pod.yaml
+Live, without --pods (the node and its pods read through the kubeconfig):
+    priority-webhook victims --node NODE --pod pod.yaml [--kubeconfig F] [--context C]
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import argparse
 import sys
 from typing import Any
 
-from webhook.commands.options import add_output
+from webhook.commands.options import add_context, add_output
 from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.objects.defaults import default_pod
+from webhook.objects.names import invalid_pod
 from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.kubelet import Admission, admit_pod
 from webhook.preemption.pods import describe, pod_ref
@@ -29,14 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "for lack of resources is admitted after evicting victims (printed in eviction order). "
         "Exit 0 iff the pod is admitted.",
     )
-    parser.add_argument("--node", required=True, metavar="FILE", help="the Node (kubectl get node X -o json)")
+    parser.add_argument(
+        "--node",
+        required=True,
+        metavar="FILE|NAME",
+        help="the Node (kubectl get node X -o json); without --pods, the name of a node read live",
+    )
     parser.add_argument(
         "--pods",
-        required=True,
         metavar="FILE",
         help="pods bound to the node, any phase "
-        "(kubectl get pods -A --field-selector spec.nodeName=X -o json)",
+        "(kubectl get pods -A --field-selector spec.nodeName=X -o json); omitted: read live with the node",
     )
+    parser.add_argument("--kubeconfig", metavar="FILE", help="without --pods: kubeconfig of the cluster")
+    add_context(parser)
     parser.add_argument("--pod", required=True, metavar="FILE", help="the pod to admit")
     parser.add_argument(
         "--order",
@@ -57,20 +68,40 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    node = load_one(args.node, "Node")
-    _check(check_node, node, args.node)
+    if args.pods is None:
+        node, listed = _live(args)
+        objects = [(f"node {args.node}: pod {i + 1}", p) for i, p in enumerate(listed)]
+        node_source = f"node {args.node}"
+    else:
+        if args.kubeconfig or args.context:
+            raise InputError("--kubeconfig/--context: only without --pods (the node is then read live)")
+        node, node_source = load_one(args.node, "Node"), args.node
+        objects = load_objects([args.pods])
+    _check(check_node, node, node_source)
     pods: list[Any] = []
-    for source, doc in load_objects([args.pods]):
+    for source, doc in objects:
         _check(check_pod, doc, source)
-        pods.append(doc)
+        pods.append(default_pod(doc))
     pod = load_one(args.pod, "Pod")
     _check(check_pod, pod, args.pod)
+    invalid = invalid_pod(pod)
+    if invalid:
+        raise InputError(f"{args.pod}: {invalid}")
+    pod = default_pod(pod)
     try:
         admission = admit_pod(pod, node, pods, order=args.order, critical_priority=args.critical_priority)
     except InvalidObject as err:  # every field was read above; this is a safety net, not a path
         raise InputError(f"{args.pods}: {err}") from None
     sys.stdout.write(dump(result(admission), args.output))
     return 0 if admission.admit else 1
+
+
+def _live(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    from webhook.kube.config import api_client  # the kubernetes client only where a cluster is read
+    from webhook.kube.nodeview import read_node_view
+
+    with api_client(args.kubeconfig, False, args.context) as client:
+        return read_node_view(client, args.node)
 
 
 def _check(check: Any, obj: Any, source: str) -> None:

@@ -23,6 +23,8 @@ from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request, fo
 class PodOptions:
     # The ≤1.15 mapping of `scheduler.alpha.kubernetes.io/critical-pod: ""` in kube-system.
     legacy_critical_annotation: bool = True
+    # Workloads (Deployment, Job, ...) whose pods would be forbidden: denied instead of warned about.
+    deny_unadmittable_workloads: bool = False
 
 
 DEFAULT_POD_OPTIONS = PodOptions()

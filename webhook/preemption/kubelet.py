@@ -4,8 +4,9 @@ Upstream: pkg/kubelet/lifecycle/predicate.go (admission) and pkg/kubelet/preempt
 (`HandleAdmissionFailure`); the victims themselves come from `victim_search`.
 
 Choices where upstream leaves room (see docs/node-preemption.md):
-* Terminating pods (deletionTimestamp set) keep holding their resources but are never victims: evicting a
-  pod that is already shutting down frees nothing sooner. Upstream may pick them again.
+* Terminating pods (deletionTimestamp set) keep holding their resources and are candidates, as upstream's
+  active-pod list holds them: the kubelet kills such a victim again and admits. Such a victim is marked
+  `terminating`, so that an evictor (the sidecar) waits for it instead of evicting it.
 * Mirror pods (the API view of static pods) hold resources but are never victims: deleting a mirror pod
   does not stop its static pod, the kubelet recreates it. Upstream's active list holds the static pod,
   which a higher-priority critical pod could preempt.
@@ -180,10 +181,10 @@ def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
 
 
 def _candidates(active: Sequence[_Facts], critical_priority: int) -> list[Candidate]:
-    """Terminating, mirror and static pods hold resources but are never victims (module docstring)."""
+    """Mirror and static pods hold resources but are never victims (module docstring)."""
     out = []
     for f in active:
-        if f.terminating or f.static_or_mirror:
+        if f.static_or_mirror:
             continue
         try:
             qos = qos_class(f.pod)
@@ -297,7 +298,8 @@ def _with_prefix(what: str, fn: Any, obj: Any) -> Any:
 
 
 def victim_summary(victim: Candidate) -> dict[str, Any]:
-    """The contract's victim entry: namespace, name, uid, qosClass, priority."""
+    """The contract's victim entry: namespace, name, uid, qosClass, priority, terminating (already being
+    deleted: its room comes without an eviction)."""
     meta = victim.pod.get("metadata") if isinstance(victim.pod.get("metadata"), Mapping) else {}
     return {
         "namespace": meta.get("namespace"),
@@ -305,4 +307,5 @@ def victim_summary(victim: Candidate) -> dict[str, Any]:
         "uid": meta.get("uid"),
         "qosClass": victim.qos,
         "priority": victim.priority,
+        "terminating": is_terminating(victim.pod),
     }

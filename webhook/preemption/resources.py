@@ -134,9 +134,13 @@ def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    """`resources.requests` of one container, nano units."""
+    """`resources.requests` of one container, nano units, as the API server stores them: a resource
+    with a limit and no request requests its limit."""
     resources = field(container, "resources", path, default={})
-    return _resource_list(resources, "requests", f"{path}.resources")
+    requests = _resource_list(resources, "requests", f"{path}.resources")
+    for name, nano in _resource_list(resources, "limits", f"{path}.resources").items():
+        requests.setdefault(name, nano)
+    return requests
 
 
 def _add_into(total: dict[str, int], more: Mapping[str, int]) -> None:
@@ -197,6 +201,12 @@ def pod_level_resources(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[st
         return None
     requests = _resource_list(resources, "requests", "spec.resources")
     limits = _resource_list(resources, "limits", "spec.resources")
+    missing = [n for n in limits if n not in requests and is_supported_pod_level_resource(n)]
+    if missing:  # defaulted from the limits where no container requests the resource (KEP-2837)
+        containers = aggregate_container_requests(pod)
+        for name in missing:
+            if name not in containers:
+                requests[name] = limits[name]
     if any(is_supported_pod_level_resource(n) for n in (*requests, *limits)):
         return requests, limits
     return None
@@ -231,17 +241,29 @@ def _plain_requests(pod: Any) -> dict[str, int]:
         if type(resources) is not dict:
             raise _Unusual
         requests = resources.get("requests")
-        if requests is None:
-            continue
-        if type(requests) is not dict:
-            raise _Unusual
-        for name, value in requests.items():
-            if type(name) is not str or type(value) is not str:
+        if requests is not None:
+            if type(requests) is not dict:
                 raise _Unusual
-            nano = _nano_cached(value)
-            if nano is None or nano < 0:
+            for name, value in requests.items():
+                if type(name) is not str or type(value) is not str:
+                    raise _Unusual
+                nano = _nano_cached(value)
+                if nano is None or nano < 0:
+                    raise _Unusual
+                result[name] = result.get(name, 0) + nano
+        limits = resources.get("limits")
+        if limits:  # a limit without a request is the request (API server defaulting)
+            if type(limits) is not dict:
                 raise _Unusual
-            result[name] = result.get(name, 0) + nano
+            for name, value in limits.items():
+                if requests is not None and name in requests:
+                    continue
+                if type(name) is not str or type(value) is not str:
+                    raise _Unusual
+                nano = _nano_cached(value)
+                if nano is None or nano < 0:
+                    raise _Unusual
+                result[name] = result.get(name, 0) + nano
     return result
 
 

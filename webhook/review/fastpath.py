@@ -39,7 +39,7 @@ def _meta_ok(meta: Any) -> bool:
     )
 
 
-def _pod_ok(pod: dict[str, Any]) -> bool:
+def pod_ok(pod: dict[str, Any]) -> bool:
     if not _meta_ok(pod.get("metadata", _ABSENT)):
         return False
     spec = pod.get("spec")
@@ -66,7 +66,7 @@ def _priority_class_ok(pc: dict[str, Any]) -> bool:
     )
 
 
-OBJECT_CHECKS = {POD_RESOURCE: _pod_ok, PRIORITY_CLASS_RESOURCE: _priority_class_ok}
+OBJECT_CHECKS = {POD_RESOURCE: pod_ok, PRIORITY_CLASS_RESOURCE: _priority_class_ok}
 
 
 def well_formed(body: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, vali
 from webhook.policy.priorityclasses import validate_priority_class
 from webhook.review.fastpath import well_formed
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error, qualified_resource
+from webhook.review.workloads import check_workload, workload_kind
 
 
 class Stage(enum.StrEnum):
@@ -88,6 +89,8 @@ def decide(request: Request, stage: Stage, classes: ClassSet, options: PodOption
         return check(request, classes, options)
     if request.resource == PRIORITY_CLASS_RESOURCE and stage is Stage.VALIDATE:
         return validate_priority_class(request, classes)
+    if stage is Stage.VALIDATE and workload_kind(request.resource) is not None:
+        return check_workload(request, classes, options)
     return ALLOW
 
 

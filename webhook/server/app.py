@@ -17,6 +17,7 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook.objects.workloads import WORKLOAD_RESOURCES
 from webhook.policy.classes import ClassStore
 from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions
@@ -36,7 +37,7 @@ BODY_INCOMPLETE = "priority_webhook.body_incomplete"  # environ key: do not try 
 BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was read whole, nothing to drain
 JSON = "application/json"
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
-KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE})
+KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE, *WORKLOAD_RESOURCES})
 KNOWN_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 

@@ -1,0 +1,43 @@
+"""One node as the kubelet sees it, read live: the Node and every pod bound to it (any phase).
+
+The same objects `kubectl get node N -o json` and `kubectl get pods -A --field-selector spec.nodeName=N`
+print, kept as dicts (the decisions read dicts, not the client's model classes). Plain GETs through
+`call_json`: importing the client's generated CoreV1Api alone costs seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import kubernetes.client
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from webhook.documents import InputError
+from webhook.kube.eviction import call_json
+
+READ_TIMEOUT = 30.0
+
+
+def read_node_view(
+    client: kubernetes.client.ApiClient, node: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(Node, pods bound to it). A missing node or a refused read is an InputError naming it."""
+    try:
+        node_obj = call_json(client, "GET", f"/api/v1/nodes/{quote(node, safe='')}", timeout=READ_TIMEOUT)
+        pods = call_json(client, "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"},
+                         timeout=READ_TIMEOUT)
+    except ApiException as err:
+        if err.status == 404:
+            raise InputError(f'node "{node}": not found') from None
+        raise InputError(f'node "{node}": {err.status} {err.reason}') from None
+    except (urllib3.exceptions.HTTPError, OSError) as err:  # no server at the address, TLS refused, ...
+        raise InputError(f"cannot reach the cluster: {str(err).splitlines()[0]}") from None
+    node_obj.setdefault("kind", "Node")
+    node_obj.setdefault("apiVersion", "v1")
+    items = pods.get("items") or []
+    for pod in items:
+        pod.setdefault("kind", "Pod")
+        pod.setdefault("apiVersion", "v1")
+    return node_obj, items
