@@ -138,6 +138,9 @@ def metrics_dir() -> Iterator[Path]:
                 del os.environ[METRICS_ENV]
             else:
                 os.environ[METRICS_ENV] = parent
+            values = sys.modules.get("prometheus_client.values")
+            if values is not None:  # metrics made from now on use the storage the environment says
+                values.ValueClass = values.get_value_class()
 
 
 def cert_files(cert_dir: Path) -> tuple[Path, Path]:
