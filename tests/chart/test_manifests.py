@@ -92,7 +92,8 @@ def test_custom_kinds_appear_only_when_asked_for(rendered: Callable[[dict[str, A
 def test_default_install_renders_exactly_the_core_objects(
     rendered: Callable[[dict[str, Any]], Rendered],
 ) -> None:
-    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in rendered({}).objects)
+    r = rendered({})
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in r.installed())
     assert kinds == sorted(
         f"{kind}/pw-priority-webhook{suffix}"
         for kind, suffix in [
@@ -103,10 +104,25 @@ def test_default_install_renders_exactly_the_core_objects(
             ("Deployment", ""),
             ("PodDisruptionBudget", ""),
             ("Secret", "-tls"),
-            ("MutatingWebhookConfiguration", ""),
-            ("ValidatingWebhookConfiguration", ""),
+            ("ServiceAccount", "-sidecar"),
+            ("ClusterRole", "-sidecar"),
+            ("ClusterRoleBinding", "-sidecar"),
+            ("DaemonSet", "-sidecar"),
+            ("ConfigMap", "-hooks"),
+            ("ServiceAccount", "-hooks"),
+            ("ClusterRole", "-hooks"),
+            ("ClusterRoleBinding", "-hooks"),
         ]
     )
+    hooks = {event: [f"{o['kind']}/{o['metadata']['name']}" for o in r.hooks(event)]
+             for event in ("post-install", "pre-delete", "test")}
+    assert hooks["post-install"] == [
+        "Job/pw-priority-webhook-hooks-wait",
+        "MutatingWebhookConfiguration/pw-priority-webhook",
+        "ValidatingWebhookConfiguration/pw-priority-webhook",
+    ]
+    assert hooks["pre-delete"] == ["Job/pw-priority-webhook-hooks-cleanup"]
+    assert hooks["test"][-1] == "Pod/pw-priority-webhook-test"
 
 
 def test_a_key_given_twice_fails_the_render_check() -> None:
