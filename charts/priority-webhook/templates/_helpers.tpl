@@ -188,7 +188,10 @@ true
 
 {{/* nodeSelector: kubernetes.io/os=linux under the user's (which win; an empty value drops a key). */}}
 {{- define "priority-webhook.nodeSelector" -}}
-{{- $merged := merge (deepCopy (. | default dict)) (dict "kubernetes.io/os" "linux") -}}
+{{- $merged := dict "kubernetes.io/os" "linux" -}}
+{{- range $key, $value := (. | default dict) -}}
+{{- $_ := set $merged $key $value -}}
+{{- end -}}
 {{- $kept := dict -}}
 {{- range $key, $value := $merged -}}
 {{- if $value -}}
