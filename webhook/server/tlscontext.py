@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL = 1.0
 
 
+# How often each worker re-checks the files even without new connections (see ReloadingContext.watch).
+WATCH_INTERVAL = 5.0
+
 # A client must finish the TLS handshake and send its first request line and headers within this long.
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -131,6 +134,19 @@ class ReloadingContext:
 
     def _files_identity(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return (_identity(self.cert_file), _identity(self.key_file))
+
+    def watch(self, interval: float = WATCH_INTERVAL) -> None:
+        """Export the expiry now and re-check the files every `interval` seconds in this process, on a
+        daemon thread: the API server and Prometheus keep their connections open for long, so without it
+        a rotation would reach this process (and its expiry metric) only with its next new connection."""
+        self.current()
+
+        def run() -> None:
+            while True:
+                time.sleep(interval)  # a periodic check, nothing to wait on
+                self.current()
+
+        threading.Thread(target=run, name="tls-watch", daemon=True).start()
 
     def current(self) -> ssl.SSLContext:
         if self._exported_by != os.getpid():  # first connection in this (forked) process
