@@ -76,8 +76,8 @@ def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
 ) -> None:
     name, namespace = release["release"], release["namespace"]
     fullname = f"{name}-priority-webhook"
-    config = helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace)
-    with helm.Chart.load(chart_for(tmp_path)) as chart, pytest.raises(helm.HelmError) as failed:
+    with (helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+          helm.Chart.load(chart_for(tmp_path)) as chart, pytest.raises(helm.HelmError) as failed):
         config.install(chart, name, {"kubeVersionOverride": cluster.version}, namespace=namespace,
                        create_namespace=True, timeout=8)
     assert "post-install" in str(failed.value) and f"{fullname}-hooks-wait" in str(failed.value)
@@ -155,3 +155,33 @@ def test_the_helm_test_script_checks_a_dry_run_pod_through_the_webhook(cluster: 
         missing = subprocess.run([sys.executable, str(SCRIPTS / "check_priority.py"), "default", "no-such-class"],
                                  env=env, capture_output=True, text=True, timeout=60)
         assert missing.returncode == 1 and "no-such-class does not exist" in missing.stderr
+
+
+def test_an_upgrade_keeps_the_generated_certificate(
+    cluster: ControlPlane, tmp_path: Path, release: dict[str, str]
+) -> None:
+    """Generated mode on a real cluster: `helm upgrade` finds the Secret with `lookup` and keeps it, so the
+    CA and the caBundle do not change at every upgrade. (Without the gate, and fail-open, so that this test
+    neither waits for a webhook that cannot start nor blocks the shared cluster's other namespaces.)"""
+    name, namespace = release["release"], release["namespace"]
+    secret_name = f"{name}-priority-webhook-tls"
+    values = {"kubeVersionOverride": cluster.version, "sidecar": {"enabled": False},
+              "admission": {"installGate": {"enabled": False}, "failurePolicy": "Ignore",
+                            "priorityClassFailurePolicy": "Ignore"}}
+    with (helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+          helm.Chart.load(chart_for(tmp_path)) as chart):
+        config.install(chart, name, values, namespace=namespace, create_namespace=True, timeout=60)
+        first = cluster.get_json("secret", secret_name, "-n", namespace)["data"]
+        bundle = cluster.get_json("mutatingwebhookconfiguration", f"{name}-priority-webhook")
+        config.upgrade(chart, name, {**values, "webhook": {"logLevel": "debug"}}, namespace=namespace, timeout=60)
+        second = cluster.get_json("secret", secret_name, "-n", namespace)["data"]
+        assert second == first, "the upgrade reused the certificate and CA"
+        after = cluster.get_json("mutatingwebhookconfiguration", f"{name}-priority-webhook")
+        assert [h["clientConfig"]["caBundle"] for h in after["webhooks"]] == [
+            h["clientConfig"]["caBundle"] for h in bundle["webhooks"]
+        ]
+        deployment = cluster.get_json("deployment", f"{name}-priority-webhook", "-n", namespace)
+        assert "--log-level=debug" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        config.uninstall(name, timeout=60)
+    assert "NotFound" in cluster.kubectl("get", "mutatingwebhookconfiguration", f"{name}-priority-webhook",
+                                         check=False).stderr
