@@ -226,7 +226,3 @@ def write_certificates(
     write_file(out / TLS_KEY, serving.key_pem(), 0o600)
     write_file(out / TLS_CERT, serving.cert_pem(), 0o644)
     return ca
-
-
-def has_serving_cert(cert_dir: Path) -> bool:
-    return (cert_dir / TLS_CERT).is_file() and (cert_dir / TLS_KEY).is_file()

@@ -17,7 +17,6 @@ from webhook.preemption.resources import CPU, MEMORY, InvalidObject, field, quan
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
 BEST_EFFORT = "BestEffort"
-QOS_CLASSES = (BEST_EFFORT, BURSTABLE, GUARANTEED)
 
 
 def _raw(resources: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
