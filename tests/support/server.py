@@ -118,7 +118,7 @@ def webhook_server(
             return False
         try:
             return session.get(url + "/healthz", timeout=2).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # still starting, or a loaded machine
             return False
 
     try:
