@@ -131,6 +131,39 @@ SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
             ["selector", "podMetricsEndpoints"],
         ),
     ),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _resource(
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+        _obj(
+            {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": _obj(
+                        {
+                            "name": _STR,
+                            "rules": {
+                                "type": "array",
+                                "minItems": 1,
+                                "items": _obj(
+                                    {
+                                        "alert": _STR,
+                                        "expr": _STR,
+                                        "for": _DURATION,
+                                        "labels": _LABELS,
+                                        "annotations": _LABELS,
+                                    },
+                                    ["alert", "expr"],
+                                ),
+                            },
+                        },
+                        ["name", "rules"],
+                    ),
+                }
+            },
+            ["groups"],
+        ),
+    ),
 }
 
 

@@ -51,6 +51,24 @@ class Rendered:
     def kinds(self) -> set[str]:
         return {obj["kind"] for obj in self.objects}
 
+    def installed(self) -> list[dict[str, Any]]:
+        """What Helm applies before any hook runs (the release's own resources)."""
+        return [obj for obj in self.objects if not hook_events(obj)]
+
+    def hooks(self, event: str) -> list[dict[str, Any]]:
+        """The hook objects of one event, in the order Helm runs them (weight, then kind and name)."""
+        found = [obj for obj in self.objects if event in hook_events(obj)]
+        return sorted(found, key=lambda o: (hook_weight(o), o["kind"], o["metadata"]["name"]))
+
+
+def hook_events(obj: dict[str, Any]) -> list[str]:
+    value = (obj["metadata"].get("annotations") or {}).get("helm.sh/hook", "")
+    return [event.strip() for event in value.split(",") if event.strip()]
+
+
+def hook_weight(obj: dict[str, Any]) -> int:
+    return int((obj["metadata"].get("annotations") or {}).get("helm.sh/hook-weight", "0"))
+
 
 def render(
     chart: helm.Chart,

@@ -55,6 +55,39 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         },
         "grafanaDashboard": {"enabled": True, "namespace": "monitoring"},
     },
+    "portable": {
+        "webhook": {
+            "hostNetwork": True,
+            "port": 9443,
+            "nodeSelector": {"pool": "system"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}]}
+                        ]
+                    }
+                }
+            },
+            "extraArgs": ["--access-log"],
+            "extraEnv": [{"name": "HTTPS_PROXY", "value": ""}],
+            "podDisruptionBudget": {"minAvailable": 1, "unhealthyPodEvictionPolicy": "IfHealthyBudget"},
+        },
+        "sidecar": {
+            "nodeSelector": {"kubernetes.io/os": ""},
+            "extraArgs": ["--max-evictions-per-minute=3"],
+            "extraEnv": [{"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}],
+            "affinity": {"podAntiAffinity": {}},
+        },
+        "admission": {"annotations": {"admissions.enforcer/disabled": "true"}},
+        "systemPriorityQuota": {"enabled": True, "pods": 500},
+    },
+    "alerts": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}, "certificateExpiryWarningDays": 30},
+    },
+    "no-install-gate": {"admission": {"installGate": {"enabled": False}}, "sidecar": {"enabled": False}},
+    "kubernetes-1.24": {"kubeVersionOverride": "1.24.0"},
     "fail-open-and-tuned": {
         "admission": {
             "failurePolicy": "Ignore",

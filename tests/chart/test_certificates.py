@@ -136,9 +136,9 @@ def test_cert_manager_injects_the_ca_into_both_configurations(scenario: str, ren
     r = rendered(SCENARIOS[scenario])
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         config = r.one(kind, FULLNAME)
-        assert config["metadata"]["annotations"] == {
-            "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{SECRET}"
-        }
+        annotations = config["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{SECRET}"
+        assert {k for k in annotations if not k.startswith("helm.sh/")} == {"cert-manager.io/inject-ca-from"}
     r.one("Certificate", SECRET)
     assert ca_bundles(r) == {""}, "cainjector owns the caBundle"
 
@@ -159,7 +159,8 @@ def test_provided_mode_uses_the_operators_secret_and_bundle(rendered: Render) ->
     assert ca_bundles(r) == {PROVIDED_BUNDLE}
     assert len(certs(base64.b64decode(PROVIDED_BUNDLE))) == 2, "old and new CA both trusted"
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        assert "annotations" not in r.one(kind, FULLNAME)["metadata"]
+        annotations = r.one(kind, FULLNAME)["metadata"].get("annotations", {})
+        assert not [k for k in annotations if k.startswith("cert-manager.io/")]
 
 
 # --- generated mode on upgrade: the keep / renew decision -------------------------------------------------

@@ -20,25 +20,43 @@ CUSTOM_KINDS = {kind for _, kind in SCHEMAS}
 WARNING = 2
 
 
-def validate(obj: dict[str, Any]) -> None:
+# The chart supports Kubernetes 1.30 up to the newest release kubernetes-validate ships schemas for.
+VERSIONS = sorted({KUBE_VERSION, ".".join(kubernetes_validate.latest_version().split(".")[:2])})
+OLDEST_SHIPPED = "1.25"  # a render for 1.24 must fit the oldest schemas shipped (the end-to-end test runs 1.24)
+
+
+def validate(obj: dict[str, Any], version: str = KUBE_VERSION) -> None:
     if (obj["apiVersion"], obj["kind"]) in SCHEMAS:
         validate_custom(obj)
     else:
-        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        kubernetes_validate.validate(obj, version, strict=True)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_every_object_is_valid_for_kubernetes_1_30(
-    scenario: str, rendered: Callable[[dict[str, Any]], Rendered]
+def test_every_object_is_valid_for_each_supported_kubernetes(
+    scenario: str, version: str, rendered: Callable[[dict[str, Any]], Rendered]
 ) -> None:
     objects = rendered(SCENARIOS[scenario]).objects
     assert len(objects) >= 8
     for obj in objects:
         try:
-            validate(obj)
+            validate(obj, version)
         except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as err:
             path = ".".join(str(part) for part in err.path)
             pytest.fail(f"{scenario}: {obj['kind']}/{obj['metadata']['name']}: {path}: {err.message}")
+
+
+def test_a_render_for_an_old_api_server_uses_only_fields_it_knows(
+    rendered: Callable[[dict[str, Any]], Rendered],
+) -> None:
+    """kubeVersionOverride (or the cluster's version) drops matchConditions, unhealthyPodEvictionPolicy and
+    the preStop sleep, which older API servers do not know (kubectl refuses them; the server drops them)."""
+    for obj in rendered(SCENARIOS["kubernetes-1.24"]).objects:
+        validate(obj, OLDEST_SHIPPED)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        for obj in rendered({}).objects:
+            validate(obj, OLDEST_SHIPPED)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -87,12 +105,14 @@ def test_custom_kinds_appear_only_when_asked_for(rendered: Callable[[dict[str, A
     assert rendered(SCENARIOS["cert-manager"]).kinds() & CUSTOM_KINDS == {"Issuer", "Certificate"}
     assert rendered(SCENARIOS["cert-manager-issuer"]).kinds() & CUSTOM_KINDS == {"Certificate"}
     assert rendered(SCENARIOS["observability"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor"}
+    assert rendered(SCENARIOS["alerts"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 def test_default_install_renders_exactly_the_core_objects(
     rendered: Callable[[dict[str, Any]], Rendered],
 ) -> None:
-    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in rendered({}).objects)
+    r = rendered({})
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in r.installed())
     assert kinds == sorted(
         f"{kind}/pw-priority-webhook{suffix}"
         for kind, suffix in [
@@ -103,10 +123,25 @@ def test_default_install_renders_exactly_the_core_objects(
             ("Deployment", ""),
             ("PodDisruptionBudget", ""),
             ("Secret", "-tls"),
-            ("MutatingWebhookConfiguration", ""),
-            ("ValidatingWebhookConfiguration", ""),
+            ("ServiceAccount", "-sidecar"),
+            ("ClusterRole", "-sidecar"),
+            ("ClusterRoleBinding", "-sidecar"),
+            ("DaemonSet", "-sidecar"),
+            ("ConfigMap", "-hooks"),
+            ("ServiceAccount", "-hooks"),
+            ("ClusterRole", "-hooks"),
+            ("ClusterRoleBinding", "-hooks"),
         ]
     )
+    hooks = {event: [f"{o['kind']}/{o['metadata']['name']}" for o in r.hooks(event)]
+             for event in ("post-install", "pre-delete", "test")}
+    assert hooks["post-install"] == [
+        "Job/pw-priority-webhook-hooks-wait",
+        "MutatingWebhookConfiguration/pw-priority-webhook",
+        "ValidatingWebhookConfiguration/pw-priority-webhook",
+    ]
+    assert hooks["pre-delete"] == ["Job/pw-priority-webhook-hooks-cleanup"]
+    assert hooks["test"][-1] == "Pod/pw-priority-webhook-test"
 
 
 def test_a_key_given_twice_fails_the_render_check() -> None:

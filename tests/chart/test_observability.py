@@ -40,7 +40,9 @@ def exported_families() -> set[str]:
         for value in vars(module).values():
             if isinstance(value, Counter | Gauge | Histogram | Summary):
                 found.add(value._name)
-    return found
+    from webhook.server.metrics import CERTIFICATE_EXPIRY
+
+    return found | {CERTIFICATE_EXPIRY}  # derived from the expiry timestamp at scrape time
 
 
 def test_service_monitor_scrapes_the_https_port_verifying_the_certificate(rendered: Render) -> None:
@@ -77,7 +79,7 @@ def test_pod_monitor_scrapes_the_sidecar_metrics_port(rendered: Render) -> None:
 
 
 def test_no_pod_monitor_without_the_sidecar(rendered: Render) -> None:
-    r = rendered({"serviceMonitor": {"enabled": True}})
+    r = rendered({"serviceMonitor": {"enabled": True}, "sidecar": {"enabled": False}})
     assert r.of_kind("PodMonitor") == [] and len(r.of_kind("ServiceMonitor")) == 1
 
 
@@ -95,7 +97,10 @@ def test_network_policies_allow_one_port_in_and_the_api_server_out(
     (ingress,) = policy["ingress"]
     assert ingress["ports"] == [{"protocol": "TCP", "port": port}]
     if component == "Deployment":
-        assert ingress["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+        # the operator's sources, and the install gate's Job (it checks /readyz through the Service)
+        wait_job = r.one("Job", f"{FULLNAME}-hooks-wait")["spec"]["template"]["metadata"]["labels"]
+        assert ingress["from"][0] == {"ipBlock": {"cidr": "10.0.0.0/24"}}
+        assert matches(ingress["from"][1]["podSelector"], wait_job) and len(ingress["from"]) == 2
     else:
         assert "from" not in ingress
     assert policy["egress"] == [
@@ -128,4 +133,4 @@ def test_dashboard_queries_only_metrics_that_are_exported(rendered: Render) -> N
 
 
 def test_dashboard_is_off_by_default(rendered: Render) -> None:
-    assert rendered({}).of_kind("ConfigMap") == []
+    assert [c["metadata"]["name"] for c in rendered({}).of_kind("ConfigMap")] == [f"{FULLNAME}-hooks"]

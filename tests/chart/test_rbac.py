@@ -12,21 +12,32 @@ from tests.chart.scenarios import SCENARIOS
 
 Render = Callable[[dict[str, Any]], Rendered]
 SIDECAR = f"{FULLNAME}-sidecar"
+HOOKS = f"{FULLNAME}-hooks"
+TEST = f"{FULLNAME}-test"
 
-WEBHOOK_GRANTS = {("scheduling.k8s.io", "priorityclasses", verb) for verb in ("get", "list", "watch")}
-SIDECAR_GRANTS = (
-    {("", resource, verb) for resource in ("nodes", "pods") for verb in ("get", "list", "watch")}
-    | {("", "pods/eviction", "create")}
-    | {(group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")}
-)
+# What the code calls, and nothing else: the reflector lists and watches (no single GETs), the event
+# recorder POSTs core/v1 Events (never patches them, never uses events.k8s.io), the sidecar PATCHes its
+# record onto the rejected pod and evicts (outside dry-run), and deletes only with the options that delete.
+WEBHOOK_GRANTS = {("scheduling.k8s.io", "priorityclasses", verb) for verb in ("list", "watch")}
+SIDECAR_READS = {("", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")}
+EVENTS = {("", "events", "create")}
+EVICT = {("", "pods/eviction", "create")}
+PATCH_PODS = {("", "pods", "patch")}  # the preemption record on the rejected pod
 DELETE_PODS = {("", "pods", "delete")}
-PATCH_PODS = {("", "pods", "patch")}  # the preemption record on the rejected pod (not needed in dry-run)
+SIDECAR_GRANTS = SIDECAR_READS | EVENTS | EVICT | PATCH_PODS
+DRY_RUN_GRANTS = SIDECAR_READS | EVENTS  # a dry run writes nothing but Events
+CLEANUP_GRANTS = {
+    ("admissionregistration.k8s.io", resource, "delete")
+    for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+}
+TEST_CLUSTER_GRANTS = {("scheduling.k8s.io", "priorityclasses", "list")}
+TEST_NAMESPACE_GRANTS = {("", "pods", "create")}
 
 
 def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     found = set()
     for rule in role["rules"]:
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+        assert "nonResourceURLs" not in rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
@@ -37,39 +48,64 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize(
     "scenario, sidecar",
     [
-        ("default", None),
-        ("sidecar", SIDECAR_GRANTS | PATCH_PODS),
-        ("sidecar-ignore-pdb", SIDECAR_GRANTS | DELETE_PODS),  # dry run
-        ("sidecar-recreate-rejected", SIDECAR_GRANTS | PATCH_PODS | DELETE_PODS),
-        ("observability", SIDECAR_GRANTS | PATCH_PODS),
+        ("default", SIDECAR_GRANTS),
+        ("sidecar", SIDECAR_GRANTS),
+        ("sidecar-ignore-pdb", DRY_RUN_GRANTS),  # dry run: ignorePdb deletes nothing
+        ("sidecar-recreate-rejected", SIDECAR_GRANTS | DELETE_PODS),
+        ("sidecar-delete", SIDECAR_GRANTS | DELETE_PODS),
+        ("observability", SIDECAR_GRANTS),
+        ("no-sidecar", None),
     ],
 )
 def test_grants_are_exactly_what_each_component_needs(
     scenario: str, sidecar: set[tuple[str, str, str]] | None, rendered: Render
 ) -> None:
-    r = rendered(SCENARIOS[scenario])
-    assert r.of_kind("Role") == [] and r.of_kind("RoleBinding") == []
+    values = SCENARIOS[scenario] if scenario in SCENARIOS else {
+        "sidecar-delete": {"sidecar": {"ignorePdb": True}},
+        "no-sidecar": {"sidecar": {"enabled": False}},
+    }[scenario]
+    r = rendered(values)
     roles = {role["metadata"]["name"]: grants(role) for role in r.of_kind("ClusterRole")}
-    expected = {FULLNAME: WEBHOOK_GRANTS} | ({SIDECAR: sidecar} if sidecar else {})
+    expected = {FULLNAME: WEBHOOK_GRANTS, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
+    expected |= {SIDECAR: sidecar} if sidecar else {}
     assert roles == expected
+    assert {role["metadata"]["name"]: grants(role) for role in r.of_kind("Role")} == {TEST: TEST_NAMESPACE_GRANTS}
     for grant in set().union(*roles.values()):
         assert "*" not in grant
         assert grant[1] != "secrets", "no component reads Secrets"
 
 
+def test_the_cleanup_job_can_delete_only_the_releases_own_configurations(rendered: Render) -> None:
+    (rule,) = rendered({}).one("ClusterRole", HOOKS)["rules"]
+    assert rule["resourceNames"] == [FULLNAME]
+    for role in rendered({}).of_kind("ClusterRole"):
+        if role["metadata"]["name"] != HOOKS:
+            assert all("resourceNames" not in r for r in role["rules"])
+
+
+def test_without_the_install_gate_there_is_no_cleanup_identity(rendered: Render) -> None:
+    r = rendered({"admission": {"installGate": {"enabled": False}}})
+    assert HOOKS not in {o["metadata"]["name"] for o in r.objects if o["kind"] != "ConfigMap"}
+
+
 @pytest.mark.parametrize("scenario", ["default", "sidecar"])
 def test_each_role_is_bound_to_its_own_service_account_only(scenario: str, rendered: Render) -> None:
     r = rendered(SCENARIOS[scenario])
-    for binding in r.of_kind("ClusterRoleBinding"):
+    for binding in r.of_kind("ClusterRoleBinding") + r.of_kind("RoleBinding"):
         name = binding["metadata"]["name"]
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": name,
-        }
+        kind = "ClusterRole" if binding["kind"] == "ClusterRoleBinding" else "Role"
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
         r.one("ServiceAccount", name)
-    workloads = {o["metadata"]["name"]: o for o in r.objects if o["kind"] in ("Deployment", "DaemonSet")}
-    for name, workload in workloads.items():
-        assert workload["spec"]["template"]["spec"]["serviceAccountName"] == name
-    assert len(r.of_kind("ClusterRoleBinding")) == len(workloads)
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in r.objects
+            if o["kind"] in ("Deployment", "DaemonSet")}
+    pods |= {o["metadata"]["name"]: o["spec"] for o in r.of_kind("Pod")}
+    for name, spec in pods.items():
+        assert spec["serviceAccountName"] == name
+    for job in r.of_kind("Job"):
+        spec = job["spec"]["template"]["spec"]
+        assert spec["serviceAccountName"] == HOOKS
+        # only the cleanup Job talks to the API server
+        assert spec["automountServiceAccountToken"] is job["metadata"]["name"].endswith("-cleanup")
+    bound = {b["metadata"]["name"] for b in r.of_kind("ClusterRoleBinding")}
+    assert bound == set(pods) | {HOOKS}

@@ -86,6 +86,20 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("scrape interval", {"serviceMonitor": {"interval": "often"}}, "interval"),
     ("API server CIDR", {"networkPolicy": {"apiServer": {"cidrs": ["10.0.0.1"]}}}, "cidrs"),
     ("no API server port", {"networkPolicy": {"apiServer": {"ports": []}}}, "ports"),
+    ("kube version not a version", {"kubeVersionOverride": "1.x"}, "kubeVersionOverride"),
+    ("matchConditions not a boolean", {"admission": {"matchConditions": "auto"}}, "matchConditions"),
+    ("install gate timeout too short", {"admission": {"installGate": {"timeoutSeconds": 5}}}, "timeoutSeconds"),
+    ("annotation value not a string", {"admission": {"annotations": {"admissions.enforcer/disabled": True}}}, "annotations"),
+    (
+        "PDB eviction policy",
+        {"webhook": {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Always"}}},
+        "unhealthyPodEvictionPolicy",
+    ),
+    ("extraArgs not strings", {"webhook": {"extraArgs": [1]}}, "extraArgs"),
+    ("extraEnv without a name", {"sidecar": {"extraEnv": [{"value": "x"}]}}, "extraEnv"),
+    ("hostNetwork flag type", {"webhook": {"hostNetwork": "yes"}}, "hostNetwork"),
+    ("alert days", {"prometheusRule": {"certificateExpiryWarningDays": 1}}, "certificateExpiryWarningDays"),
+    ("test namespace", {"tests": {"namespace": "Not_A_Namespace"}}, "namespace"),
 ]
 
 

@@ -290,7 +290,10 @@ def registered_webhook(
             return _ready(stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir,
                                                              port=server.port)))
 
-        configs = chart_webhook_configurations(server.url, ca_bundle, values)
+        # Rendered for this API server's version: the chart leaves out fields it does not know.
+        configs = chart_webhook_configurations(
+            server.url, ca_bundle, {"kubeVersionOverride": cluster.version, **(values or {})}
+        )
         cluster.apply(*configs)
         try:
             wait_until_called(cluster, server)

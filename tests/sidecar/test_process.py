@@ -75,7 +75,7 @@ def test_sidecar_process_serves_preempts_and_stops_on_sigterm(cluster, tmp_path)
         text = wait_for(scraped, what="preemption in /metrics")
         assert 'priority_webhook_sidecar_pods{state="active",static="false"}' in text
         assert "priority_webhook_sidecar_victims_per_preemption_bucket" in text
-        since = re.search(r"^priority_webhook_sidecar_seconds_since_last_sync (\S+)$", text, re.M)
+        since = re.search(r"^priority_webhook_sidecar_sync_age_seconds (\S+)$", text, re.M)
         assert since is not None and 0 <= float(since.group(1)) < 60
 
         proc.proc.send_signal(signal.SIGTERM)

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             host,
             port,
             ready=lambda: agent.ready,
-            before_scrape=lambda: metrics.SECONDS_SINCE_LAST_SYNC.set(agent.seconds_since_last_sync()),
+            before_scrape=lambda: metrics.SYNC_AGE.set(agent.seconds_since_last_sync()),
         )
     except OSError as err:
         raise InputError(f"--bind {args.bind}: cannot listen: {err.strerror or err}") from None

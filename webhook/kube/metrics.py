@@ -5,6 +5,8 @@ so every gauge says how worker values combine: `synced` and the last-activity ti
 over live workers (the worst worker is what an alert must see), the object count the maximum.
 Staleness is exported as a timestamp, not as an age, because a multi-process registry cannot compute a
 value at scrape time; alert on `time() - priority_webhook_cache_last_activity_timestamp_seconds`.
+Reflector names are fixed words (`priorityclasses`, `node`, `pods`), never a node or object name: one
+series per reflector whatever the cluster's size. The failure counters start at 0 when a reflector starts.
 """
 
 from __future__ import annotations

@@ -118,6 +118,8 @@ class Reflector:
         if self._thread is not None:
             return
         metrics.SYNCED.labels(self.name).set(0)
+        for failures in (metrics.RELISTS, metrics.RECONNECTS):  # exported at 0 from the start
+            failures.labels(self.name)
         self._thread = threading.Thread(target=self._run, name=f"reflector-{self.name}", daemon=True)
         self._thread.start()
 

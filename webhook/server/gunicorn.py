@@ -96,6 +96,8 @@ class WebhookApplication(BaseApplication):
     def load(self) -> Any:
         from webhook.server.app import create_app
 
+        self.tls.watch()  # in this worker: export the certificate's expiry and follow rotations
+
         self.worker_store = (
             self.master_store if self.master_store is not None else open_store(self.settings.store)
         )

@@ -4,14 +4,32 @@ gunicorn runs several worker processes; each counts into its own files when PROM
 is set (`serve` sets it before prometheus_client is first imported), and /metrics, answered by any one
 worker, must add them all up: that is `MultiProcessCollector` over a registry of its own. Without the
 variable (tests, a single process) the default registry is exposed as it is.
+
+A multi-process registry cannot compute a value at scrape time, so the serving certificate's expiry is
+stored as a timestamp (set by the worker that loaded the certificate) and the seconds left are derived
+from it while the exposition is written.
 """
 
 from __future__ import annotations
 
 import os
+import platform
+import time
+from collections.abc import Iterator
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from webhook import __version__
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LABELS = ("webhook", "operation", "resource", "result")
@@ -19,6 +37,12 @@ LABELS = ("webhook", "operation", "resource", "result")
 # chart sets a few seconds, so the buckets stop there.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
+BUILD_INFO = Gauge(
+    "priority_webhook_build_info",
+    "Always 1: the running version of priority-webhook and of Python, as labels.",
+    ["version", "python_version"],
+    multiprocess_mode="max",
+)
 ADMISSION_REQUESTS = Counter(
     "priority_webhook_admission_requests",
     "AdmissionReviews answered, by webhook (mutate/validate), operation, resource and result "
@@ -32,6 +56,41 @@ ADMISSION_DURATION = Histogram(
     LABELS,
     buckets=BUCKETS,
 )
+CERTIFICATE_NOT_AFTER = Gauge(
+    "priority_webhook_serving_certificate_not_after_timestamp_seconds",
+    "Unix time at which the serving certificate in use expires (earliest over live workers), by file. "
+    "Absent until a worker has loaded the certificate.",
+    ["file"],
+    multiprocess_mode="livemin",
+)
+CERTIFICATE_EXPIRY = "priority_webhook_serving_certificate_expiry_seconds"
+CERTIFICATE_EXPIRY_HELP = (
+    "Seconds until the serving certificate in use expires (negative once expired); computed at scrape time "
+    "from priority_webhook_serving_certificate_not_after_timestamp_seconds."
+)
+
+# The (webhook, operation, resource) triples the chart routes to the server, and the labels of a review
+# that could not be read. Their failure results are exported at 0 from the start, so that an alert on
+# `rate(...{result="error"}[5m]) > 0` or `increase(...)` sees the first failure.
+ROUTES = (
+    ("mutate", "CREATE", "pods"),
+    ("mutate", "UPDATE", "pods"),
+    ("validate", "CREATE", "pods"),
+    ("validate", "CREATE", "priorityclasses.scheduling.k8s.io"),
+    ("validate", "UPDATE", "priorityclasses.scheduling.k8s.io"),
+    ("validate", "DELETE", "priorityclasses.scheduling.k8s.io"),
+    ("mutate", "unknown", "unknown"),
+    ("validate", "unknown", "unknown"),
+)
+FAILURE_RESULTS = ("error", "unavailable")
+
+
+def initialize() -> None:
+    """Build info at 1 and every failure counter at 0 (idempotent)."""
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+    for webhook, operation, resource in ROUTES:
+        for result in FAILURE_RESULTS:
+            ADMISSION_REQUESTS.labels(webhook, operation, resource, result)
 
 
 def observe(webhook: str, operation: str, resource: str, result: str, seconds: float) -> None:
@@ -39,12 +98,40 @@ def observe(webhook: str, operation: str, resource: str, result: str, seconds: f
     ADMISSION_DURATION.labels(webhook, operation, resource, result).observe(seconds)
 
 
+def set_certificate_not_after(cert_file: str, timestamp: float) -> None:
+    CERTIFICATE_NOT_AFTER.labels(cert_file).set(timestamp)
+
+
+class _WithCertificateExpiry:
+    """Passes `source`'s metrics through, adding the seconds left derived from the expiry timestamp."""
+
+    def __init__(self, source: Any, clock: Any = time.time) -> None:
+        self.source = source
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.source.collect():
+            yield family
+            if family.name == CERTIFICATE_NOT_AFTER._name and family.samples:
+                now = self.clock()
+                left = GaugeMetricFamily(CERTIFICATE_EXPIRY, CERTIFICATE_EXPIRY_HELP, labels=["file"])
+                for sample in family.samples:
+                    left.add_metric([sample.labels["file"]], sample.value - now)
+                yield left
+
+
 def exposition() -> tuple[bytes, str]:
     """(body, content type) of /metrics: every worker's metrics in multiprocess mode."""
+    registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(MULTIPROC_ENV):
         from prometheus_client import multiprocess
 
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
+        source = CollectorRegistry()
+        multiprocess.MultiProcessCollector(source)
+        registry.register(_WithCertificateExpiry(source))
+    else:
+        registry.register(_WithCertificateExpiry(DEFAULT_REGISTRY))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+initialize()

@@ -88,7 +88,7 @@ class Sidecar:
                 api_client,
                 "/api/v1/nodes",
                 self.nodes,
-                name=f"node {settings.node_name}",
+                name="node",  # a metric label: no node names in label values
                 field_selector=f"metadata.name={settings.node_name}",
                 **options,
             ),
@@ -96,7 +96,7 @@ class Sidecar:
                 api_client,
                 "/api/v1/pods",
                 self.pods,
-                name=f"pods on {settings.node_name}",
+                name="pods",
                 field_selector=f"spec.nodeName={settings.node_name}",
                 **options,
             ),

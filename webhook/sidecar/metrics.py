@@ -4,18 +4,32 @@
   resource, as `kubelet_preemptions{preemption_signal}`.
 * `victims_per_preemption`: victims chosen per preemption round.
 * `eviction_failures_total{reason}`: refused or failed evictions, by the API's Status reason
-  (`TooManyRequests` is a PodDisruptionBudget refusal).
+  (`TooManyRequests` is a PodDisruptionBudget refusal); the usual reasons are exported at 0 from the start.
 * `pods{state,static}`: this node's pods by lifecycle state, as `kubelet_working_pods`; `static` is
   "true" or "false" (every combination is always exported, 0 when absent).
-* `seconds_since_last_sync`: age of the stalest watch (list, event or bookmark).
+* `sync_age_seconds`: age of the stalest watch (list, event or bookmark).
+* `build_info{version,python_version}`: always 1.
 * `dry_run_victims_total{resource}`: victims a `--dry-run` sidecar would have evicted.
 """
 
 from __future__ import annotations
 
+import platform
+
 from prometheus_client import Counter, Gauge, Histogram
 
+from webhook import __version__
+
 PREFIX = "priority_webhook_sidecar"
+# Refusals and failures an operator should see from the first scrape, not only once one happened:
+# a PodDisruptionBudget (TooManyRequests), missing RBAC (Forbidden), the API server failing or unreachable.
+KNOWN_FAILURE_REASONS = ("TooManyRequests", "Forbidden", "InternalError", "Unreachable")
+
+BUILD_INFO = Gauge(
+    f"{PREFIX}_build_info",
+    "Always 1: the running version of priority-webhook and of Python, as labels.",
+    ["version", "python_version"],
+)
 
 PREEMPTIONS = Counter(
     f"{PREFIX}_preemptions",
@@ -38,8 +52,8 @@ PODS = Gauge(
     "whether the pod is static (a mirror pod).",
     ["state", "static"],
 )
-SECONDS_SINCE_LAST_SYNC = Gauge(
-    f"{PREFIX}_seconds_since_last_sync",
+SYNC_AGE = Gauge(
+    f"{PREFIX}_sync_age_seconds",
     "Seconds since the stalest of the node and pod watches last heard from the API server.",
 )
 DRY_RUN_VICTIMS = Counter(
@@ -52,3 +66,12 @@ DRY_RUN_VICTIMS = Counter(
 def set_pod_counts(counts: dict[tuple[str, bool], int]) -> None:
     for (state, static), value in counts.items():
         PODS.labels(state=state, static="true" if static else "false").set(value)
+
+
+def initialize() -> None:
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+    for reason in KNOWN_FAILURE_REASONS:
+        EVICTION_FAILURES.labels(reason=reason)
+
+
+initialize()

@@ -173,3 +173,53 @@ renewed: true
 {{- $common := include "priority-webhook.labels" .root | fromYaml -}}
 {{- toYaml (merge $selector (.extra | default dict) $common) -}}
 {{- end -}}
+
+{{/* The Kubernetes version the render targets: kubeVersionOverride, else the cluster's. */}}
+{{- define "priority-webhook.kubeVersion" -}}
+{{- default .Capabilities.KubeVersion.Version .Values.kubeVersionOverride -}}
+{{- end -}}
+
+{{/* "true" when the targeted Kubernetes is at least the given minor; call with (list $ "1.28"). */}}
+{{- define "priority-webhook.atLeast" -}}
+{{- if semverCompare (printf ">=%s.0-0" (index . 1)) (include "priority-webhook.kubeVersion" (index . 0)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* nodeSelector: kubernetes.io/os=linux under the user's (which win; an empty value drops a key). */}}
+{{- define "priority-webhook.nodeSelector" -}}
+{{- $merged := dict "kubernetes.io/os" "linux" -}}
+{{- range $key, $value := (. | default dict) -}}
+{{- $_ := set $merged $key $value -}}
+{{- end -}}
+{{- $kept := dict -}}
+{{- range $key, $value := $merged -}}
+{{- if $value -}}
+{{- $_ := set $kept $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $kept -}}
+{{- end -}}
+
+{{- define "priority-webhook.hooksName" -}}
+{{- printf "%s-hooks" (include "priority-webhook.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "priority-webhook.testName" -}}
+{{- printf "%s-test" (include "priority-webhook.fullname" . | trunc 58 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* A container securityContext and resources for the chart's short-lived hook and test pods. */}}
+{{- define "priority-webhook.hookContainer" -}}
+image: {{ include "priority-webhook.image" . | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+command: ["python", "-I"]
+resources:
+  requests:
+    cpu: 10m
+    memory: 64Mi
+  limits:
+    memory: 128Mi
+securityContext:
+  {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+{{- end -}}

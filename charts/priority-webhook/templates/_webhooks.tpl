@@ -1,9 +1,44 @@
 {{/* Shared pieces of the two webhook configurations. */}}
 
+{{/* Metadata annotations of both configurations: the operator's, cert-manager's CA injection, and with
+the install gate the hook annotations that make Helm create them only after the readiness Job passed. */}}
 {{- define "priority-webhook.webhookAnnotations" -}}
+{{- $annotations := deepCopy (.Values.admission.annotations | default dict) -}}
 {{- if eq .Values.certificates.mode "certManager" -}}
-cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "priority-webhook.tlsSecretName" .) }}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" .Release.Namespace (include "priority-webhook.tlsSecretName" .)) -}}
 {{- end -}}
+{{- if .Values.admission.installGate.enabled -}}
+{{- $_ := set $annotations "helm.sh/hook" "post-install,post-upgrade,post-rollback" -}}
+{{- $_ := set $annotations "helm.sh/hook-weight" "10" -}}
+{{- $_ := set $annotations "helm.sh/hook-delete-policy" "before-hook-creation" -}}
+{{- end -}}
+{{- with $annotations -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the mutating pod entries carry matchConditions: the value, else by Kubernetes version. */}}
+{{- define "priority-webhook.matchConditions" -}}
+{{- $set := .Values.admission.matchConditions -}}
+{{- if kindIs "invalid" $set -}}
+{{- include "priority-webhook.atLeast" (list . "1.28") -}}
+{{- else if $set -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+On UPDATE the webhook only restores spec.priority / spec.preemptionPolicy that the new object dropped and
+the old one had (webhook/policy/pods.py, _carry_over); every other UPDATE it allows unchanged. So a pod
+UPDATE is sent only when one of those fields is absent from the new object and present in the old.
+CREATE is always sent. has() on an absent or null field is false, as the Python side's `is None`.
+*/}}
+{{- define "priority-webhook.podUpdateCondition" -}}
+- name: update-drops-priority-fields
+  expression: >-
+    request.operation != 'UPDATE' ||
+    (!has(object.spec.priority) && has(oldObject.spec.priority)) ||
+    (!has(object.spec.preemptionPolicy) && has(oldObject.spec.preemptionPolicy))
 {{- end -}}
 
 {{/* clientConfig; call with (dict "root" $ "path" "/mutate"). */}}
