@@ -16,6 +16,8 @@ the same quotes, so a chunk whose re-serialization has fewer `"` than its text l
 
 Anything else (YAML, a single object, an error of any kind) goes through the strict reader of
 `webhook.documents`, which names the file, the document and the problem exactly as every command does.
+One difference remains: an integer beyond 64 bits (no API server writes one; every integer field of the
+API is an int64) is read as a float by orjson, as an integer by the strict reader.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def read_bytes(path: str) -> bytearray:
         raise InputError(f"{path}: {err.strerror or err}") from None
 
 
-def stream_objects(path: str, progress: Progress | None = None) -> Iterator[tuple[str, Any]]:
+def stream_objects(
+    path: str, progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[tuple[str, Any]]:
     """(source, object) for every object of the file, in order; the source names file and document as
     `webhook.documents.load_objects` does. The file is read whole as bytes, its objects one chunk at
     a time."""
@@ -76,7 +80,7 @@ def stream_objects(path: str, progress: Progress | None = None) -> Iterator[tupl
     size = len(data)
     yielded = 0
     try:
-        for obj in _fast(data, progress):
+        for obj in _fast(data, progress, chunk_bytes):
             yielded += 1
             yield f"{source}: document {yielded}", obj
         return
@@ -97,7 +101,7 @@ def stream_objects(path: str, progress: Progress | None = None) -> Iterator[tupl
         progress(size, size)
 
 
-def _fast(data: bytearray, progress: Progress | None) -> Iterator[Any]:
+def _fast(data: bytearray, progress: Progress | None, chunk_bytes: int) -> Iterator[Any]:
     """The objects of a JSON `v1 List`, chunk by chunk; _Strict when the input is anything else."""
     size = len(data)
     start = _items_start(data)
@@ -110,7 +114,7 @@ def _fast(data: bytearray, progress: Progress | None) -> Iterator[Any]:
     try:
         a = start + 1  # first byte of the chunk; buffer[a - 1] is `[` or the `,` before it
         while a < end:
-            b = _next_cut(data, a + CHUNK_BYTES, end)
+            b = _next_cut(data, a + chunk_bytes, end)
             items = _parse_chunk(buffer, view, a, b)
             if items is None and b < end:  # a cut inside an item: extend the chunk once
                 b = _next_cut(data, b + 1, end)
