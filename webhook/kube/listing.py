@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 PAGE_SIZE = 500
+TIMEOUT = (10, 120)  # connect, read (s): a page of 500 pods is served in well under a second
 
 
 @dataclass(frozen=True)
@@ -82,16 +83,18 @@ def _get(
 ) -> dict[str, Any]:
     """One GET through the official client (its authentication, TLS and proxies), the body as raw JSON."""
     try:
-        response = client.call_api(
-            path, "GET", query_params=query, header_params={"Accept": "application/json"},
+        request = client.param_serialize(
+            "GET", path, query_params=query, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
-            _preload_content=False, _return_http_data_only=True,
         )
-        raw = response.data
+        response = client.call_api(*request, _request_timeout=TIMEOUT)
+        raw = response.read()
     except ApiException as err:
-        raise ListError(f"listing {plural}: {err.status} {_reason(err)}") from None
+        raise ListError(f"listing {plural}: {err.status} {_reason(err.body, err.reason)}") from None
     except (HTTPError, OSError) as err:
         raise ListError(f"listing {plural}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    if response.status != 200:
+        raise ListError(f"listing {plural}: {response.status} {_reason(raw, response.reason)}")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
@@ -101,10 +104,11 @@ def _get(
     return body
 
 
-def _reason(err: ApiException) -> str:
+def _reason(body: Any, reason: Any) -> str:
     """The Status message of a refusal (e.g. `pods is forbidden: ...`), else the HTTP reason."""
     try:
-        message = orjson.loads(err.body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError):
+        message = orjson.loads(body or b"{}").get("message")
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
         message = None
-    return str(message or err.reason or "").splitlines()[0] if (message or err.reason) else ""
+    text = str(message or reason or "")
+    return text.splitlines()[0] if text else ""
