@@ -24,15 +24,18 @@ class Progress:
         self.delay = delay if delay is not None else float(os.environ.get(DELAY_VARIABLE, DELAY))
         self.started = time.monotonic()
         self._last = 0.0
+        self._phase = ""
         self._shown = False
 
     def update(self, text: str) -> None:
+        """Show `text` ("phase: details"); a new phase is always shown, details at most every INTERVAL."""
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self.started < self.delay or now - self._last < INTERVAL:
+        phase = text.split(":", 1)[0]
+        if now - self.started < self.delay or (phase == self._phase and now - self._last < INTERVAL):
             return
-        self._last = now
+        self._last, self._phase = now, phase
         self._shown = True
         self.stream.write(f"{_CLEAR}{text}")
         self.stream.flush()
