@@ -8,7 +8,7 @@ caller keeps a compact record and the object is freed; at most one chunk of obje
 Cutting is sound without a tokenizer: the head (`{"apiVersion": ..., "items": `) and the tail are parsed
 with a placeholder for the items, which proves where the top-level items begin; a chunk starts where the
 previous one ended, so it starts between two items, and it ends where it parses as complete values.
-A guessed cut in the middle of an item makes the chunk unparsable and the chunk is extended.
+A guessed cut in the middle of an item makes the chunk unparsable and the chunk is extended to the next.
 
 Duplicate keys, which orjson silently resolves to the last value, are refused as the strict reader does:
 every `"` of the input is a string delimiter or an escaped quote, and orjson writes each string back with
@@ -37,12 +37,11 @@ Progress = Callable[[int, int], None]  # (bytes read, bytes in all) of one file;
 
 # The start of the `items` list of the top-level object (verified by parsing the head, see above).
 _ITEMS = re.compile(rb'"items"\s*:\s*\[')
-# A likely cut between two items: `}, {"apiVersion": "...", "kind": "...", "metadata":` (kubectl sorts
-# keys; the API server writes these three first too). Nested lists rarely look like that, and a wrong
-# guess only costs one more parse.
-_CUT = re.compile(
-    rb'\}\s*,\s*(?=\{\s*"apiVersion"\s*:\s*"[^"\\]*"\s*,\s*"kind"\s*:\s*"[^"\\]*"\s*,\s*"metadata"\s*:)'
-)
+# A likely cut between two items: `}, {"apiVersion":`, `{"kind":` or `{"metadata":` (kubectl sorts keys, the
+# API server writes metadata first in list items). Nested lists rarely look like that, and a wrong guess
+# only costs one more parse of the chunk, extended to the next likely cut.
+_CUT = re.compile(rb'\}\s*,\s*(?=\{\s*"(?:apiVersion|kind|metadata)"\s*:)')
+MAX_TRIES = 8  # parses of one chunk, each extended to the next cut, before the strict reader decides
 _OBJECT = re.compile(rb"\s*\{")
 _PLACEHOLDER = b'"\\u0000items"'
 _ESCAPED_QUOTE = b"\\u0022"  # a quote written as an escape: the quote count below would not see it
@@ -116,9 +115,11 @@ def _fast(data: bytearray, progress: Progress | None, chunk_bytes: int) -> Itera
         while a < end:
             b = _next_cut(data, a + chunk_bytes, end)
             items = _parse_chunk(buffer, view, a, b)
-            if items is None and b < end:  # a cut inside an item: extend the chunk once
+            tries = 1
+            while items is None and b < end and tries < MAX_TRIES:  # a cut inside an item: extend
                 b = _next_cut(data, b + 1, end)
                 items = _parse_chunk(buffer, view, a, b)
+                tries += 1
             if items is None:
                 raise _Strict
             a = b + 1

@@ -39,6 +39,10 @@ LAYOUTS = {
     "items-first": lambda doc: json.dumps({"items": doc["items"], "kind": "List", "apiVersion": "v1"}),
     "yaml": lambda doc: yaml.safe_dump(doc),
     "array": lambda doc: json.dumps(doc["items"]),
+    # As the API server writes list items: metadata first, no kind (plan --kubeconfig's objects gain it last).
+    "api-server": lambda doc: json.dumps({**doc, "items": [
+        {"metadata": o["metadata"], **{k: v for k, v in o.items() if k not in ("metadata", "kind")}, "kind": o["kind"]}
+        for o in doc["items"]]}),
 }
 
 
@@ -53,6 +57,15 @@ def write(tmp_path, text, name="c.json"):
 def test_same_objects_and_sources_as_the_strict_reader(tmp_path, layout, chunk):
     path = write(tmp_path, LAYOUTS[layout](kubectl_list(*OBJECTS)))
     assert list(stream_objects(path, chunk_bytes=chunk)) == load_objects([path])
+
+
+@pytest.mark.parametrize("layout", ["compact", "kubectl", "api-server"])
+def test_real_layouts_are_read_in_many_chunks_not_whole(tmp_path, layout):
+    """The chunks are cut between items (or the memory bound is lost): many progress calls, one per chunk."""
+    path = write(tmp_path, LAYOUTS[layout](kubectl_list(*OBJECTS)))
+    calls = []
+    list(stream_objects(path, lambda done, total: calls.append(done), chunk_bytes=1))
+    assert len(calls) >= len(OBJECTS) - 2  # nearly one chunk per item: ownerReferences are no cut
 
 
 def test_progress_is_told_the_bytes_read(tmp_path):
