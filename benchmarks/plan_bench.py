@@ -8,8 +8,9 @@ The snapshot is generated at run time into a temporary directory (never committe
 `json.load(open(FILE))` and the whole command `priority-webhook plan --cluster FILE --pod POD -o json`
 (read, parse, decide, print). Per subprocess: wall time, CPU time (user + system) and peak RSS (its own
 `wait4` rusage, taken by a small launcher process, not the maximum over all children). Ratios are
-command / baseline, medians of the repeats; CPU time is the steadier figure on a shared machine. Then, in this process, where the command's time
-goes: streaming the file into the compact index, and the plan with all nodes examined and with `--sample`.
+command / baseline, medians of the repeats; CPU time is the steadier figure on a shared machine. Then,
+in this process, where the command's time goes: streaming the file into the compact index, and the plan
+with all nodes examined and with `--sample`.
 """
 
 from __future__ import annotations
