@@ -1,13 +1,16 @@
-"""Benchmark of `plan` on a generated 5,000 nodes / 150,000 pods / 500 PDBs snapshot.
+"""Benchmark of `plan` on a generated 5,000 nodes / 150,000 pods / 500 PDBs snapshot, against the
+standard library's `json.load` of the same file, both measured in the same run.
 
-    python benchmarks/plan_bench.py [--nodes 5000 --pods 150000 --pdbs 500] [--repeat 3] [--cli]
+    python benchmarks/plan_bench.py [--nodes 5000 --pods 150000 --pdbs 500] [--repeat 3] [--snapshot DIR]
 
-The snapshot is generated at run time into a temporary directory (never committed). Figures:
-JSON loading (the command's document loader), indexing (every pod's priority, start time and requests
-read once, nodes' used resources summed), the plan itself with all nodes examined (default) and with
-`--sample` (upstream's candidate limits, random offsets), and, with `--cli`, the whole command in a
-subprocess. Each time is also given as a ratio to a baseline measured in the same run: one pass over the
-index touching every pod's cpu request, i.e. the least any plan examining every node must do.
+The snapshot is generated at run time into a temporary directory (never committed), or read from DIR
+(`plan_snapshot.py --out DIR`). Each repeat runs, in fresh subprocesses and alternately, the baseline
+`json.load(open(FILE))` and the whole command `priority-webhook plan --cluster FILE --pod POD -o json`
+(read, parse, decide, print). Per subprocess: wall time, CPU time (user + system) and peak RSS (its own
+`wait4` rusage, taken by a small launcher process, not the maximum over all children). Ratios are
+command / baseline, medians of the repeats; CPU time is the steadier figure on a shared machine. Then,
+in this process, where the command's time goes: streaming the file into the compact index, and the plan
+with all nodes examined and with `--sample`.
 """
 
 from __future__ import annotations
@@ -15,52 +18,75 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from plan_snapshot import PREEMPTOR, generate  # the script's own directory is on sys.path
 
-from webhook.commands.plan import _classes, _resolver, without_gc
-from webhook.documents import load_objects, load_one
+from webhook.commands.plan import _resolver, without_gc
+from webhook.documents import load_one
+from webhook.policy.classes import StaticClassStore
 from webhook.policy.pods import PodOptions
 from webhook.preemption.planner import PlanOptions, plan
 from webhook.preemption.scheduler_filter import same_pod
-from webhook.preemption.snapshot import Snapshot, build_snapshot, read_pod
+from webhook.preemption.snapshot import SnapshotBuilder, read_pod
+from webhook.snapshot_file import stream_objects
+
+BASELINE = "import json, sys\nwith open(sys.argv[1]) as f:\n    json.load(f)\n"
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[tuple[float, float], Any]:
-    """(median wall time, median CPU time of this process) of `repeat` runs, and the last result.
-
-    CPU time is given too because a shared machine stretches wall time with other processes' work.
-    """
-    walls, cpus, result = [], [], None
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = fn()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return (statistics.median(walls), statistics.median(cpus)), result
-
-
-def sample_options() -> PlanOptions:
-    """`--sample` as the command runs it: a fresh random offset each time, as upstream."""
-    return PlanOptions(now=time.time(), sample=True, offset=random.randrange(2**31))
+# Runs the command as its own child and reports that child's rusage. A child's peak RSS counts the memory
+# of the process it was forked from (Linux carries the pre-exec high-water mark over), so the forking
+# process must be this small one, not the benchmark with its own objects.
+LAUNCHER = """import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write("\\nRUSAGE " + json.dumps([usage.ru_utime + usage.ru_stime, usage.ru_maxrss]) + "\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
-def touch_every_pod(snapshot: Snapshot) -> int:
-    """Baseline: one pass over every node's pods reading one request."""
-    total = 0
-    for node in snapshot.nodes:
-        for pod in node.pods:
-            total += pod.requests.get("cpu", 0)
-    return total
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of one fresh process running `cmd`."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - start
+    err = proc.stderr.decode(errors="replace")
+    if proc.returncode not in (0, 1) or "\nRUSAGE " not in err:
+        raise SystemExit(f"{cmd[:4]} exited {proc.returncode}: {err[-2000:]}")
+    cpu, maxrss_kib = json.loads(err.rsplit("\nRUSAGE ", 1)[1])
+    return wall, cpu, maxrss_kib / 1024
+
+
+def breakdown(cluster: Path, pod_file: Path) -> list[tuple[str, float]]:
+    """CPU seconds of the command's parts, in this process."""
+    options = PodOptions()
+    rows = []
+    with without_gc():  # as the command runs
+        cpu = time.process_time()
+        builder = SnapshotBuilder(_resolver(StaticClassStore([]).snapshot(), options), classes_known=False)
+        for source, obj in stream_objects(str(cluster)):
+            builder.add(source, obj)
+        resolve = _resolver(StaticClassStore(builder.classes).snapshot(), options)
+        preemptor = read_pod(load_one(str(pod_file), "Pod"), str(pod_file), -1, resolve)
+        assert preemptor is not None
+        snapshot = builder.finish(resolve, exclude=lambda p: same_pod(p, preemptor))
+        rows.append(("stream the file into the compact index", time.process_time() - cpu))
+        cpu = time.process_time()
+        full = plan(preemptor, snapshot, PlanOptions(now=time.time()))
+        rows.append((f"plan, all nodes ({len(full.candidates)} candidates)", time.process_time() - cpu))
+        cpu = time.process_time()
+        sample = PlanOptions(now=time.time(), sample=True, offset=random.randrange(2**31))
+        sampled = plan(preemptor, snapshot, sample)
+        rows.append((f"plan --sample ({len(sampled.candidates)} candidates)", time.process_time() - cpu))
+    return rows
 
 
 def main() -> None:
@@ -69,50 +95,37 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--pdbs", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--cli", action="store_true", help="also time the whole command in a subprocess")
+    parser.add_argument("--snapshot", type=Path, help="plan_snapshot.py's output folder")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp:
-        cluster, pod_file = Path(tmp) / "cluster.json", Path(tmp) / "pod.yaml"
-        cluster.write_text(json.dumps(generate(args.nodes, args.pods, args.pdbs)))
-        pod_file.write_text(PREEMPTOR)
+        folder = args.snapshot or Path(tmp)
+        cluster, pod_file = folder / "cluster.json", folder / "pod.yaml"
+        if args.snapshot is None:
+            cluster.write_text(json.dumps(generate(args.nodes, args.pods, args.pdbs)))
+            pod_file.write_text(PREEMPTOR)
         mib = cluster.stat().st_size / 2**20
+        baseline_cmd = [sys.executable, "-c", BASELINE, str(cluster)]
+        plan_cmd = [sys.executable, "-m", "webhook", "plan", "--cluster", str(cluster),
+                    "--pod", str(pod_file), "-o", "json"]
+        baseline, command = [], []
+        for _ in range(args.repeat):
+            baseline.append(measure(baseline_cmd))
+            command.append(measure(plan_cmd))
+        parts = breakdown(cluster, pod_file)
 
-        with without_gc():  # as the command loads and indexes
-            load_s, objects = timed(lambda: load_objects([str(cluster)]), 1)
-        classes = _classes(objects, [])
-        resolve = _resolver(classes, PodOptions())
-        preemptor = read_pod(load_one(str(pod_file), "Pod"), str(pod_file), -1, resolve)
-        assert preemptor is not None
-        with without_gc():
-            index_s, snapshot = timed(
-                lambda: build_snapshot(objects, resolve, exclude=lambda p: same_pod(p, preemptor)), 1
-            )
-        with without_gc():
-            base_s, _ = timed(lambda: touch_every_pod(snapshot), max(args.repeat, 5))
-            full_s, full = timed(lambda: plan(preemptor, snapshot, PlanOptions(now=time.time())), args.repeat)
-            sample_s, sampled = timed(lambda: plan(preemptor, snapshot, sample_options()), args.repeat)
-        rows = [
-            (f"JSON load ({mib:.0f} MiB)", load_s),
-            ("index (parse pods, sum per node)", index_s),
-            (f"plan, all nodes ({len(full.candidates)} candidates)", full_s),
-            (f"plan --sample ({len(sampled.candidates)} candidates)", sample_s),
-        ]
-        if args.cli:
-            cmd = [sys.executable, "-m", "webhook", "plan", "--cluster", str(cluster), "--pod", str(pod_file)]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            (cli_wall, _), proc = timed(lambda: subprocess.run(cmd, capture_output=True, check=False), 1)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            assert proc.returncode == 0, proc.stderr
-            cli_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-            rows.append(("whole command (subprocess)", (cli_wall, cli_cpu)))
-
-    print(f"snapshot: {args.nodes} nodes, {args.pods} pods, {args.pdbs} PDBs; chosen node {full.node}, "
-          f"{len(full.victims)} victims; baseline (touch every pod once) {base_s[0] * 1000:.1f} ms wall, "
-          f"{base_s[1] * 1000:.1f} ms CPU")
-    print(f"{'figure':45} {'wall s':>8} {'CPU s':>8} {'x baseline (CPU)':>17}")
-    for name, (wall, cpu) in rows:
-        print(f"{name:45} {wall:8.3f} {cpu:8.3f} {cpu / base_s[1]:17.0f}")
+    print(f"snapshot: {mib:.0f} MiB of JSON; medians of {args.repeat} alternate runs in fresh processes")
+    print(f"{'':36} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13}")
+    medians = {}
+    for name, runs in (("json.load (baseline)", baseline), ("plan, whole command", command)):
+        medians[name] = [statistics.median(r[i] for r in runs) for i in range(3)]
+        wall, cpu, rss = medians[name]
+        print(f"{name:36} {wall:8.2f} {cpu:8.2f} {rss:13.0f}")
+    (bw, bc, br), (pw, pc, pr) = medians.values()
+    print(f"{'ratio plan / json.load':36} {pw / bw:8.2f} {pc / bc:8.2f} {pr / br:13.2f}")
+    print("\nwhere the command's CPU time goes (in this process):")
+    for name, cpu in parts:
+        print(f"  {name:44} {cpu:6.2f} s")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-"""`priority-webhook plan`: kube-scheduler preemption, offline, on a cluster snapshot.
+"""`priority-webhook plan`: kube-scheduler preemption, offline, on a cluster snapshot or read live.
 
-    kubectl get nodes,pods,pdb -A -o json > cluster.json
+    kubectl get nodes,pods,pdb,pc -A -o json > cluster.json
     priority-webhook plan --cluster cluster.json --pod pod.yaml --classes classes.yaml
+    priority-webhook plan --kubeconfig ~/.kube/config --pod pod.yaml
+
+Either way the objects stream through `SnapshotBuilder`, which keeps compact records only.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from webhook.classfiles import load_classes
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
-from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.documents import InputError, dump, load_one
 from webhook.objects.defaults import pod_to_create
 from webhook.objects.names import invalid_pod
 from webhook.policy.classes import ClassSet, StaticClassStore
@@ -26,15 +29,10 @@ from webhook.preemption.planner import Plan, PlanOptions, plan
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.scheduler_filter import same_pod
 from webhook.preemption.scheduler_priority import resolve_priority
-from webhook.preemption.snapshot import (
-    InvalidSnapshot,
-    PodInfo,
-    PriorityResolver,
-    build_snapshot,
-    read_pod,
-    snapshot_classes,
-)
+from webhook.preemption.snapshot import InvalidSnapshot, PodInfo, PriorityResolver, SnapshotBuilder, read_pod
 from webhook.preemption.validate import check_pod
+from webhook.progress import Progress
+from webhook.snapshot_file import stream_objects
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,14 +40,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "plan",
         help="scheduler-style preemption what-if on a cluster snapshot",
         description="Where kube-scheduler would nominate POD and which pods it would delete for it, from "
-        "a snapshot (`kubectl get nodes,pods,pdb -A -o json`). Exit 0 iff a node was found.",
+        "a snapshot (`kubectl get nodes,pods,pdb,pc -A -o json`) or listed from the cluster itself "
+        "(read-only). Exit 0 iff a node was found.",
     )
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--cluster",
         action="append",
-        required=True,
         metavar="FILE",
         help="snapshot: Nodes, Pods, PodDisruptionBudgets (and PriorityClasses); repeatable; - is stdin",
+    )
+    source.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="list the nodes, pods, PDBs and PriorityClasses from this cluster instead (read-only, paged)",
+    )
+    source.add_argument(
+        "--in-cluster", action="store_true", help="as --kubeconfig, with the pod's service account"
     )
     parser.add_argument("--pod", required=True, metavar="FILE", help="the pending pod")
     add_classes(parser)
@@ -96,7 +103,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    objects = load_objects(args.cluster)
+    progress = Progress()
+    try:
+        return _plan(args, progress)
+    finally:
+        progress.done()
+
+
+def _plan(args: argparse.Namespace, progress: Progress) -> int:
+    options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)
+    # Pods read now carry their own priority (admitted pods always do): the classes are not needed yet.
+    builder = SnapshotBuilder(_resolver(StaticClassStore([]).snapshot(), options), classes_known=False)
+    try:
+        for source, obj in _objects(args, builder, progress):
+            builder.add(source, obj)
+    except InvalidSnapshot as err:
+        raise InputError(str(err)) from None
     pod_obj = load_one(args.pod, "Pod")
     if not isinstance(pod_obj, dict) or pod_obj.get("kind", "Pod") != "Pod":
         kind = pod_obj.get("kind") if isinstance(pod_obj, dict) else type(pod_obj).__name__
@@ -109,26 +131,66 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.pod}: {invalid_pod(pod_obj)}")
     pod_obj = pod_to_create(pod_obj)  # API defaulting (requests from limits), generateName
     try:
-        classes = _classes(objects, args.classes)
-        options = PodOptions(legacy_critical_annotation=args.legacy_critical_annotation)
-        resolver = _resolver(classes, options)
+        # Built-in system classes, then the snapshot's, then `--classes` files (a file wins on a name
+        # clash: it is the what-if being asked).
+        classes = StaticClassStore([*builder.classes, *load_classes(args.classes)]).snapshot()
         preemptor = read_pod(pod_obj, args.pod, -1, _resolver(classes, options, what_if=True))
         if preemptor is None:
             raise InputError(f"{args.pod}: status.phase: the pod has already terminated")
-        snapshot = build_snapshot(objects, resolver, exclude=lambda p: same_pod(p, preemptor))
+        snapshot = builder.finish(_resolver(classes, options), exclude=lambda p: same_pod(p, preemptor))
     except InvalidSnapshot as err:
         raise InputError(str(err)) from None
     # Upstream draws the offset for every attempt (`rand.Int31n`); --offset pins it.
     offset = random.randrange(2**31) if args.offset is None else args.offset
+
+    def examined(done: int, total: int) -> None:
+        progress.update(f"examining nodes: {done:,}/{total:,}")
+
+    plan_options = PlanOptions(now=time.time(), sample=args.sample, offset=offset, progress=examined)
     try:
-        result = plan(preemptor, snapshot, PlanOptions(now=time.time(), sample=args.sample, offset=offset))
+        result = plan(preemptor, snapshot, plan_options)
     except InvalidObject as err:  # a field of a snapshot pod read only by a filter: a safety net
-        raise InputError(f"{', '.join(args.cluster)}: a pod in the snapshot: {err}") from None
+        where = ", ".join(args.cluster) if args.cluster else "the cluster"
+        raise InputError(f"{where}: a pod in the snapshot: {err}") from None
+    progress.done()
     out = _output(result)
     if args.explain:
         out["explain"] = _explain(result)
     sys.stdout.write(dump(out, args.output))
     return 0 if result.node is not None else 1
+
+
+def _objects(
+    args: argparse.Namespace, builder: SnapshotBuilder, progress: Progress
+) -> Iterator[tuple[str, Any]]:
+    """The snapshot's objects: streamed from the files, or listed from the cluster."""
+    if args.cluster:
+        for path in args.cluster:
+            name = "<stdin>" if path == "-" else path
+
+            def read(done: int, total: int, name: str = name) -> None:
+                size = f"{done / 2**20:,.0f}" + (f"/{total / 2**20:,.0f}" if total else "") + " MiB"
+                progress.update(f"reading {name}: {size}, {_counts(builder)}")
+
+            yield from stream_objects(path, read)
+        return
+    from webhook.kube.config import api_client  # the client is only imported when a cluster is asked
+    from webhook.kube.listing import ListError, list_objects
+
+    def listed(plural: str, count: int) -> None:
+        progress.update(f"listing {plural}: {count:,}")
+
+    client = api_client(args.kubeconfig, args.in_cluster)
+    try:
+        yield from list_objects(client, listed)
+    except ListError as err:
+        raise InputError(str(err)) from None
+    finally:
+        client.close()
+
+
+def _counts(builder: SnapshotBuilder) -> str:
+    return f"{len(builder.nodes):,} nodes, {builder.pod_count:,} pods"
 
 
 def _output(result: Plan) -> dict[str, Any]:
@@ -156,12 +218,6 @@ def _explain(result: Plan) -> dict[str, Any]:
             for c in result.candidates
         ],
     }
-
-
-def _classes(objects: list[tuple[str, Any]], files: list[str]) -> ClassSet:
-    """Built-in system classes, then the snapshot's, then `--classes` files (a file wins on a name clash:
-    it is the what-if being asked)."""
-    return StaticClassStore([*snapshot_classes(objects), *load_classes(files)]).snapshot()
 
 
 def _resolver(classes: ClassSet, options: PodOptions, *, what_if: bool = False) -> PriorityResolver:

@@ -15,7 +15,7 @@ order; equal victims are ordered by UID; a pod without start time counts as star
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.policy.constants import PREEMPT_NEVER
@@ -34,6 +34,8 @@ ABSENT = Failure(UNRESOLVABLE, ("not in the Filter diagnosis",))
 NOT_EXAMINED = "not examined: the candidate sample was complete"
 DROPPED = "a candidate, dropped: the list of PDB-violating candidates was full"
 
+PROGRESS_EVERY = 64  # nodes between two progress calls
+
 # Outcomes.
 PREEMPT = "preempt"  # a node was nominated, victims to delete
 FITS = "fits"  # no preemption needed: the pod fits a node as the cluster stands
@@ -51,6 +53,8 @@ class PlanOptions:
     # every attempt; the caller does that (this module stays deterministic).
     offset: int = 0
     pdb_newest: bool = False  # PDB matching rules of the newest upstream (see pdb.PdbIndex)
+    # Told (nodes examined, nodes to examine) now and then during the dry run: a big cluster takes seconds.
+    progress: Callable[[int, int], None] | None = None
 
 
 @dataclass(slots=True)
@@ -218,9 +222,12 @@ def dry_run(
     good: list[Candidate] = []
     bad: list[Candidate] = []
     examined = 0
+    progress = options.progress
     for i in range(n):
         node = potential[(offset + i) % n]
         examined += 1
+        if progress is not None and examined % PROGRESS_EVERY == 0:
+            progress(examined, n)
         fit = fits[node.name]
         result = select_victims(preemptor, fit, pdbs, options.now)
         if isinstance(result, Victims):

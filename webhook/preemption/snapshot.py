@@ -4,6 +4,10 @@ Input is what `kubectl get nodes,pods,pdb -A -o json` prints (plus, optionally, 
 index is built once: every pod's priority, start time and requests are read here, and every node's used
 resources are summed here, so the planner's hot loop only does integer arithmetic on small dicts.
 
+Records are compact: a pod keeps only what preemption reads (identity, labels, priority, start time,
+requests, node, nomination, host ports), a node only its name, labels and spec, so the objects of a dump can
+be dropped as soon as they are read (`SnapshotBuilder`) and a big cluster is never held whole.
+
 Like the scheduler's pod informer (field selector `status.phase!=Succeeded,status.phase!=Failed`),
 terminal pods are left out; pods still terminating (deletionTimestamp set) are in, as they hold resources
 until the kubelet reports them gone.
@@ -11,6 +15,7 @@ until the kubelet reports them gone.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +24,7 @@ from typing import Any
 from webhook.policy.classes import InvalidObject as InvalidClass
 from webhook.policy.classes import PriorityClass
 from webhook.preemption.pdb import InvalidPdb, Pdb
-from webhook.preemption.predicates import is_terminal
+from webhook.preemption.predicates import host_port_conflicts, is_terminal
 from webhook.preemption.resources import InvalidObject, node_allocatable, scheduler_pod_requests, total
 from webhook.preemption.validate import check_node
 
@@ -37,7 +42,11 @@ PriorityResolver = Callable[[Mapping[str, Any], str], tuple[int, str]]
 
 @dataclass(slots=True, eq=False)
 class PodInfo:
-    """A pod with the fields preemption reads, parsed once. Identity (not value) equality."""
+    """A pod with the fields preemption reads, parsed once. Identity (not value) equality.
+
+    `obj` is the whole object for the pod being planned (the filters read it); for a snapshot pod it is
+    only what the filters read of the pods already on a node: its host ports (`host_ports_of`).
+    """
 
     obj: dict[str, Any]
     namespace: str
@@ -60,7 +69,7 @@ class PodInfo:
 
 @dataclass(slots=True, eq=False)
 class NodeInfo:
-    obj: dict[str, Any]
+    obj: dict[str, Any]  # metadata.name, metadata.labels and spec: what the static filters read
     name: str
     allocatable: dict[str, int]
     index: int
@@ -104,43 +113,94 @@ def build_snapshot(
 
     `exclude` drops pods (the preemptor itself, when the dump already contains it as a pending pod).
     """
-    nodes: list[NodeInfo] = []
-    pdbs: list[Pdb] = []
-    pods: list[PodInfo] = []
-    seen_nodes: set[str] = set()
+    builder = SnapshotBuilder(resolve)
     for source, obj in objects:
+        builder.add(source, obj)
+    return builder.finish(resolve, exclude=exclude)
+
+
+class SnapshotBuilder:
+    """Indexes objects one at a time and keeps only compact records, so the caller can read a dump as a
+    stream and drop every object once added.
+
+    PriorityClasses may come after the pods in a dump (`kubectl get nodes,pods,pdb,pc`): with
+    `classes_known=False`, a pod without `spec.priority` (which needs the classes) is kept whole until
+    `finish`; every pod the API server has admitted carries its priority and is read at once with
+    `resolve`, which then only reads the pod's own fields.
+    """
+
+    def __init__(self, resolve: PriorityResolver, *, classes_known: bool = True) -> None:
+        self.resolve = resolve
+        self.classes_known = classes_known
+        self.nodes: list[NodeInfo] = []
+        self.pdbs: list[Pdb] = []
+        self.classes: list[PriorityClass] = []
+        self._pods: list[PodInfo | tuple[str, dict[str, Any]]] = []  # a tuple: priority resolved at finish
+        self._seen_nodes: set[str] = set()
+
+    @property
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def add(self, source: str, obj: Any) -> None:
         if not isinstance(obj, dict):
             raise InvalidSnapshot(f"{source}: expected a Kubernetes object, got {type(obj).__name__}")
         kind = obj.get("kind")
-        if kind == "Node":
-            node = read_node(obj, source, len(nodes))
-            if node.name in seen_nodes:
+        if kind == "Pod":
+            self._add_pod(source, obj)
+        elif kind == "Node":
+            node = read_node(obj, source, len(self.nodes))
+            if node.name in self._seen_nodes:
                 raise InvalidSnapshot(f"{source}: Node {node.name} appears twice")
-            seen_nodes.add(node.name)
-            nodes.append(node)
-        elif kind == "Pod":
-            pod = read_pod(obj, source, len(pods), resolve)
-            if pod is not None and not (exclude and exclude(pod)):
-                pods.append(pod)
+            self._seen_nodes.add(node.name)
+            self.nodes.append(node)
         elif kind == "PodDisruptionBudget":
             try:
-                pdbs.append(Pdb.from_object(obj))
+                self.pdbs.append(Pdb.from_object(obj))
             except InvalidPdb as err:
                 raise InvalidSnapshot(f"{source}: PodDisruptionBudget: {err}") from None
+        elif kind == "PriorityClass":
+            self.classes.extend(snapshot_classes([(source, obj)]))
         elif not isinstance(kind, str) or not kind:
             raise InvalidSnapshot(f"{source}: kind: missing")
-    by_name = {n.name: n for n in nodes}
-    nominated: dict[str, list[PodInfo]] = {}
-    for pod in pods:
-        if pod.node_name:
-            node = by_name.get(pod.node_name)
-            if node is not None:  # pods bound to nodes not in the snapshot are ignored, like the scheduler
-                node.pods.append(pod)
-        elif pod.nominated_node:
-            nominated.setdefault(pod.nominated_node, []).append(pod)
-    for node in nodes:
-        node.used = total(p.requests for p in node.pods)
-    return Snapshot(nodes, pdbs, nominated, pods)
+
+    def _add_pod(self, source: str, obj: dict[str, Any]) -> None:
+        spec = obj.get("spec")
+        if self.classes_known or (isinstance(spec, dict) and spec.get("priority") is not None):
+            pod = read_pod(obj, source, len(self._pods), self.resolve, whole=False)
+            if pod is not None:
+                self._pods.append(pod)
+        else:
+            self._pods.append((source, obj))
+
+    def finish(
+        self, resolve: PriorityResolver, *, exclude: Callable[[PodInfo], bool] | None = None
+    ) -> Snapshot:
+        """The index: deferred pods read with `resolve` (classes now known), pods grouped per node."""
+        pods: list[PodInfo] = []
+        for index, item in enumerate(self._pods):
+            if isinstance(item, tuple):
+                pod = read_pod(item[1], item[0], index, resolve, whole=False)
+                if pod is None:
+                    continue
+            else:
+                pod = item
+            if not (exclude and exclude(pod)):
+                pods.append(pod)
+        self._pods = []
+        nodes = self.nodes
+        by_name = {n.name: n for n in nodes}
+        nominated: dict[str, list[PodInfo]] = {}
+        for pod in pods:
+            if pod.node_name:
+                node = by_name.get(pod.node_name)
+                if node is not None:  # pods on nodes not in the snapshot are ignored, like the scheduler
+                    node.pods.append(pod)
+            elif pod.nominated_node:
+                nominated.setdefault(pod.nominated_node, []).append(pod)
+        for node in nodes:
+            node.used = total(p.requests for p in node.pods)
+        return Snapshot(nodes, self.pdbs, nominated, pods)
 
 
 def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
@@ -150,12 +210,17 @@ def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
         allocatable = node_allocatable(obj)
     except InvalidObject as err:
         raise InvalidSnapshot(f"{source}: Node {name}: {err}") from None
-    return NodeInfo(obj, name, allocatable, index)
+    labels = obj["metadata"].get("labels") or {}
+    kept = {"metadata": {"name": name, "labels": labels}, "spec": obj.get("spec") or {}}
+    return NodeInfo(kept, sys.intern(name), allocatable, index)
 
 
-def read_pod(obj: dict[str, Any], source: str, index: int, resolve: PriorityResolver) -> PodInfo | None:
+def read_pod(
+    obj: dict[str, Any], source: str, index: int, resolve: PriorityResolver, *, whole: bool = True
+) -> PodInfo | None:
     """The pod as preemption reads it, or None for a terminal pod (Succeeded/Failed).
 
+    `whole` keeps the object itself (the pod being planned); otherwise only its host ports are kept.
     Runs once per pod of the snapshot: checks are inline and error texts are only built on an error.
     """
     name = _name(obj, source, "Pod")
@@ -185,14 +250,15 @@ def read_pod(obj: dict[str, Any], source: str, index: int, resolve: PriorityReso
         priority, policy = resolve(obj, namespace)
         requests = scheduler_pod_requests(obj)
         start_time = None if start is None else parse_time(start)
+        kept = obj if whole else host_ports_of(spec)
     except InvalidStartTime:
         raise _bad(source, namespace, name, f"status.startTime: not an RFC 3339 time: {start!r}") from None
     except ValueError as err:
         raise _bad(source, namespace, name, str(err)) from None
     uid = meta.get("uid") or ""
     return PodInfo(
-        obj,
-        namespace,
+        kept,
+        sys.intern(namespace),
         name,
         uid if type(uid) is str else str(uid),
         labels,
@@ -200,11 +266,38 @@ def read_pod(obj: dict[str, Any], source: str, index: int, resolve: PriorityReso
         policy,
         start_time,
         requests,
-        node_name,
+        sys.intern(node_name),
         nominated,
         meta.get("deletionTimestamp") is not None and _preempted_by_scheduler(status),
         index,
     )
+
+
+NO_HOST_PORTS: dict[str, Any] = {}
+
+
+def host_ports_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """What NodePorts reads of a pod already on a node, its containers' ports, checked here so that bad
+    input names its pod; NO_HOST_PORTS (shared) for the usual pod without host ports."""
+    containers = spec.get("containers")
+    if not containers:
+        return NO_HOST_PORTS
+    plain = type(containers) is list
+    if plain:
+        for container in containers:
+            if type(container) is not dict:
+                plain = False
+                break
+            for port in container.get("ports") or ():
+                if type(port) is not dict or port.get("hostPort"):
+                    plain = False
+                    break
+    if plain:
+        return NO_HOST_PORTS
+    ports = [{"ports": c.get("ports")} if isinstance(c, dict) else c for c in containers]
+    stub = {"spec": {"containers": ports}}
+    host_port_conflicts(stub, [stub])  # raises InvalidObject naming the field
+    return stub
 
 
 def _bad(source: str, namespace: str, name: str, detail: str) -> InvalidSnapshot:

@@ -1,0 +1,114 @@
+"""Listing a cluster's nodes, pods, PDBs and PriorityClasses for `plan --kubeconfig`: read-only, paged.
+
+Each resource is listed with `limit`/`continue` (as kubectl does, 500 objects a page), so neither the API
+server nor this process ever holds more than a page of raw JSON; objects are handed out one at a time in
+the order `kubectl get nodes,pods,pdb,pc -A -o json` prints them, with the `kind` a List's items lack.
+Answers are read as raw JSON (orjson), never as the client's model classes: a model object per pod would
+cost more than the whole plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+import orjson
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+PAGE_SIZE = 500
+TIMEOUT = (10, 120)  # connect, read (s): a page of 500 pods is served in well under a second
+
+
+@dataclass(frozen=True)
+class Resource:
+    path: str
+    kind: str
+    plural: str
+
+
+RESOURCES = (
+    Resource("/api/v1/nodes", "Node", "nodes"),
+    Resource("/api/v1/pods", "Pod", "pods"),
+    Resource("/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudgets"),
+    Resource("/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", "priorityclasses"),
+)
+
+Progress = Callable[[str, int], None]  # (plural, objects listed so far)
+
+
+class ListError(Exception):
+    """The API server refused or failed a list; the message names the resource and the reason."""
+
+
+def list_objects(
+    client: kubernetes.client.ApiClient, progress: Progress | None = None, page_size: int = PAGE_SIZE
+) -> Iterator[tuple[str, Any]]:
+    """(source, object) for every node, pod, PDB and PriorityClass of the cluster."""
+    for resource in RESOURCES:
+        count = 0
+        for obj in _pages(client, resource, page_size):
+            count += 1
+            if isinstance(obj, dict):
+                obj.setdefault("kind", resource.kind)
+            yield f"{resource.plural}: item {count}", obj
+            if progress and count % page_size == 0:
+                progress(resource.plural, count)
+        if progress:
+            progress(resource.plural, count)
+
+
+def _pages(client: kubernetes.client.ApiClient, resource: Resource, page_size: int) -> Iterator[Any]:
+    token = ""
+    while True:
+        query = [("limit", str(page_size))]
+        if token:
+            query.append(("continue", token))
+        body = _get(client, resource.path, query, resource.plural)
+        items = body.get("items")
+        if not isinstance(items, list):
+            raise ListError(f"listing {resource.plural}: the answer has no items list")
+        for i in range(len(items)):
+            obj, items[i] = items[i], None
+            yield obj
+        token = str((body.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return
+
+
+def _get(
+    client: kubernetes.client.ApiClient, path: str, query: list[tuple[str, str]], plural: str
+) -> dict[str, Any]:
+    """One GET through the official client (its authentication, TLS and proxies), the body as raw JSON."""
+    try:
+        request = client.param_serialize(
+            "GET", path, query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = client.call_api(*request, _request_timeout=TIMEOUT)
+        raw = response.read()
+    except ApiException as err:
+        raise ListError(f"listing {plural}: {err.status} {_reason(err.body, err.reason)}") from None
+    except (HTTPError, OSError) as err:
+        raise ListError(f"listing {plural}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    if response.status != 200:
+        raise ListError(f"listing {plural}: {response.status} {_reason(raw, response.reason)}")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise ListError(f"listing {plural}: the answer is not JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise ListError(f"listing {plural}: the answer is not a List")
+    return body
+
+
+def _reason(body: Any, reason: Any) -> str:
+    """The Status message of a refusal (e.g. `pods is forbidden: ...`), else the HTTP reason."""
+    try:
+        message = orjson.loads(body or b"{}").get("message")
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        message = None
+    text = str(message or reason or "")
+    return text.splitlines()[0] if text else ""
