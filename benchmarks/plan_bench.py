@@ -28,12 +28,12 @@ from pathlib import Path
 from plan_snapshot import PREEMPTOR, generate  # the script's own directory is on sys.path
 
 from webhook.commands.plan import _resolver, without_gc
-from webhook.documents import load_one
-from webhook.policy.classes import StaticClassStore
-from webhook.policy.pods import PodOptions
-from webhook.preemption.planner import PlanOptions, plan
-from webhook.preemption.scheduler_filter import same_pod
-from webhook.preemption.snapshot import SnapshotBuilder, read_pod
+from webhook.files.documents import load_one
+from webhook.policy.class_model import StaticClassStore
+from webhook.policy.pod_rules import PodOptions
+from webhook.preemption.cluster.filter import same_info
+from webhook.preemption.cluster.planner import PlanOptions, plan
+from webhook.preemption.cluster.snapshot import SnapshotBuilder, read_pod
 from webhook.snapshot_file import stream_objects
 
 BASELINE = "import json, sys\nwith open(sys.argv[1]) as f:\n    json.load(f)\n"
@@ -77,7 +77,7 @@ def breakdown(cluster: Path, pod_file: Path) -> list[tuple[str, float]]:
         resolve = _resolver(StaticClassStore(builder.classes).snapshot(), options)
         preemptor = read_pod(load_one(str(pod_file), "Pod"), str(pod_file), -1, resolve)
         assert preemptor is not None
-        snapshot = builder.finish(resolve, exclude=lambda p: same_pod(p, preemptor))
+        snapshot = builder.finish(resolve, exclude=lambda p: same_info(p, preemptor))
         rows.append(("stream the file into the compact index", time.process_time() - cpu))
         cpu = time.process_time()
         full = plan(preemptor, snapshot, PlanOptions(now=time.time()))

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/sidecar_bench.py [--pods 110] [--repeat 7] [--reactions 30]
 
 1. Decision pass, in process, on a full node (the victims benchmark's pods, all Running):
-   * baseline: `admit_pod` of the critical pod on the same node and pods (the module's own work);
+   * baseline: `admit_to_node` of the critical pod on the same node and pods (the module's own work);
    * `decide` with one rejected critical pod (safety filtering, the module, the record), as a ratio;
    * `decide` with no rejected pod (the pass that follows every pod event), and `state_counts` (the pod
      metric), as ratios.
@@ -30,7 +30,7 @@ from victims_bench import scenario
 from tests.kubeapi import KubeAPIServer
 from tests.kubeapi.eviction import install
 from webhook.kube import eviction
-from webhook.preemption.kubelet import admit_pod
+from webhook.preemption.node.admission import admit_to_node
 from webhook.sidecar.agent import Sidecar
 from webhook.sidecar.decide import Hints, Settings, decide
 from webhook.sidecar.lifecycle import state_counts
@@ -49,7 +49,7 @@ def decision_pass(count: int, repeat: int) -> None:
     settings = Settings(node_name="node-a")
     actions = decide(node, view, settings, Hints())
     assert any(type(a).__name__ == "Evict" for a in actions), "the scenario must need victims"
-    base = best(lambda: admit_pod(critical, node, pods, order="priority"), repeat)
+    base = best(lambda: admit_to_node(critical, node, pods, order="priority"), repeat)
     full = best(lambda: decide(node, view, settings, Hints()), repeat)
     idle = best(lambda: decide(node, pods, settings, Hints()), repeat)
     counts = best(lambda: state_counts(pods), repeat)

@@ -63,7 +63,7 @@ from cryptography import x509
 from tests.kubeapi import KubeAPIServer
 from tests.support.server import webhook_server
 from tests.support.wait import wait_for
-from webhook import tls
+from webhook.files import tls
 
 POOL = [f"soak-{i}" for i in range(10)]
 SYSTEM = {"system-node-critical": (2000001000, False, "PreemptLowerPriority"),

@@ -7,7 +7,7 @@ For each size it times, in one run, on the same node:
   any admission check does;
 * victim search: `pods_to_preempt` on candidates whose requests were computed beforehand, QoS order
   and priority order;
-* admission: `admit_pod` end to end from the pod dicts (requests, QoS, predicates, victim search).
+* admission: `admit_to_node` end to end from the pod dicts (requests, QoS, predicates, victim search).
 Pods are shaped as the API serves them (`status.qosClass` set, as the API server records it). The
 critical pod needs about 5 % of the node's cpu and memory, so several victims.
 Each figure is the best of `--repeat` rounds (each timing as many loops as fit in ~0.2 s; the four take
@@ -21,10 +21,10 @@ import random
 import timeit
 from typing import Any
 
-from webhook.preemption.kubelet import admit_pod
+from webhook.preemption.node.admission import admit_to_node
+from webhook.preemption.node.victim_search import Candidate, pods_to_preempt
 from webhook.preemption.qos import qos_class
 from webhook.preemption.resources import scheduler_pod_requests, total
-from webhook.preemption.victim_search import Candidate, pods_to_preempt
 
 PRIORITIES = (0, 0, 0, 100, 1000, 10000, 2_000_000_000)
 CPU = (0, 50, 100, 250, 500)  # millicores; 0: no request
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     for count in args.pods:
         node, pods, critical = scenario(count, args.seed)
         candidates = [Candidate.of(p) for p in pods]
-        admission = admit_pod(critical, node, pods)
+        admission = admit_to_node(critical, node, pods)
         assert admission.admit and admission.victims, "the scenario must need victims"
         reqs = admission.requirements
         t = best_of(
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 "base": lambda ps=pods: total(scheduler_pod_requests(p) for p in ps),
                 "qos": lambda c=candidates, r=reqs, p=critical: pods_to_preempt(p, c, r),
                 "prio": lambda c=candidates, r=reqs, p=critical: pods_to_preempt(p, c, r, order="priority"),
-                "full": lambda n=node, ps=pods, p=critical: admit_pod(p, n, ps),
+                "full": lambda n=node, ps=pods, p=critical: admit_to_node(p, n, ps),
             },
             args.repeat,
         )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from webhook import __version__
 from webhook.commands import certs, plan, review, serve, sidecar, victims
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 
 COMMANDS = (serve, review, victims, plan, certs, sidecar)
 PROG = "priority-webhook"

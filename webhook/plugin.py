@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from webhook import cli
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 from webhook.kube.config import kubeconfig_paths
 
 PROG = "kubectl priority"

@@ -15,7 +15,7 @@ every `"` of the input is a string delimiter or an escaped quote, and orjson wri
 the same quotes, so a chunk whose re-serialization has fewer `"` than its text lost a key.
 
 Anything else (YAML, a single object, an error of any kind) goes through the strict reader of
-`webhook.documents`, which names the file, the document and the problem exactly as every command does.
+`webhook.files.documents`, which names the file, the document and the problem exactly as every command does.
 One difference remains: an integer beyond 64 bits (no API server writes one; every integer field of the
 API is an int64) is read as a float by orjson, as an integer by the strict reader.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from webhook.documents import InputError, parse_documents
+from webhook.files.documents import InputError, parse_documents
 
 CHUNK_BYTES = 64 << 10  # parsed objects stay in the CPU cache until read and freed: 1.5x faster than 4 MiB
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all) of one file; total 0 when unknown
@@ -72,7 +72,7 @@ def stream_objects(
     path: str, progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES
 ) -> Iterator[tuple[str, Any]]:
     """(source, object) for every object of the file, in order; the source names file and document as
-    `webhook.documents.load_objects` does. The file is read whole as bytes, its objects one chunk at
+    `webhook.files.documents.load_objects` does. The file is read whole as bytes, its objects one chunk at
     a time."""
     source = "<stdin>" if path == "-" else path
     data = read_bytes(path)

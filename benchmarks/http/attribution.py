@@ -28,9 +28,9 @@ from flask import Flask, Response  # noqa: E402
 from floor import CONSTANT  # noqa: E402
 from run import realistic_review  # noqa: E402
 
-from webhook.classfiles import static_store  # noqa: E402
-from webhook.policy.pods import DEFAULT_POD_OPTIONS  # noqa: E402
-from webhook.review.handler import Stage, decide, parse_review, response_review  # noqa: E402
+from webhook.files.class_files import static_store  # noqa: E402
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS  # noqa: E402
+from webhook.review.handler import Stage, decide_request, parse_review, response_review  # noqa: E402
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA  # noqa: E402
 from webhook.server import metrics  # noqa: E402
 from webhook.server.app import create_app  # noqa: E402
@@ -67,7 +67,7 @@ def main() -> None:
     review = json.loads(data)
     pod = review["request"]["object"]
     _, _, request = parse_review(review)
-    decision = decide(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)
+    decision = decide_request(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("floor app (WSGI call)", lambda: call(floor)),
         ("webhook app (WSGI call)", lambda: call(ours)),
@@ -75,7 +75,7 @@ def main() -> None:
         ("  parse_review (fast type check)", lambda: parse_review(review)),
         ("  (marshmallow: envelope, off path)", lambda: REVIEW_SCHEMA.load(review)),
         ("  (marshmallow: pod fields, off path)", lambda: OBJECT_SCHEMAS["pods"].validate(pod)),
-        ("  decision", lambda: decide(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)),
+        ("  decision", lambda: decide_request(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)),
         (
             "  response review + json.dumps",
             lambda: json.dumps(response_review("v1", "u", decision, with_patch=True)),

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.support.server import free_port  # noqa: E402
-from webhook import tls  # noqa: E402
+from webhook.files import tls  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULT = re.compile(r"RESULT requests=(\d+) duration_us=(\d+) p50_us=(\d+) p99_us=(\d+) errors=(\d+)")

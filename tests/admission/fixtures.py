@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.policy.classes import PriorityClass
-from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.policy.class_model import PriorityClass
 from webhook.policy.decision import Request
 
 default1 = PriorityClass("default1", 1000, True, None)

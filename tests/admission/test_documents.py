@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.documents import InputError, load_objects, load_one, parse_documents
+from webhook.files.documents import InputError, load_objects, load_one, parse_documents
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from webhook.documents import parse_documents
+from webhook.files.documents import parse_documents
 from webhook.objects.defaults import default_pod, default_priority_class, pod_to_create, requests_from_limits
 from webhook.objects.names import (
     dns1123_label,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from webhook import plugin
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from tests.admission.fixtures import (
     preemption_policy_class,
     system_cluster_critical,
 )
-from webhook.policy.classes import SYSTEM_CLASSES, ClassSet, PriorityClass
-from webhook.policy.pods import PodOptions, admit_pod, validate_pod
+from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
+from webhook.policy.pod_rules import PodOptions, admit_pod, validate_pod
 
 NONE = object()  # "not asserted" in upstream's table
 

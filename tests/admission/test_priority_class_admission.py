@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.admission.fixtures import class_request, default1, default2, nondefault1, system_test
-from webhook.policy.classes import ClassSet, PriorityClass
-from webhook.policy.priorityclasses import validate_priority_class
+from webhook.policy.class_model import ClassSet, PriorityClass
+from webhook.policy.class_rules import validate_priority_class
 
 ONE_DEFAULT = (
     'priorityclasses.scheduling.k8s.io "default2" is forbidden: '

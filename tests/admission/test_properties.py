@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.admission.fixtures import pod_request
-from webhook.policy.classes import ClassSet, PriorityClass
-from webhook.policy.pods import PodOptions, admit_pod, validate_pod
+from webhook.policy.class_model import ClassSet, PriorityClass
+from webhook.policy.pod_rules import PodOptions, admit_pod, validate_pod
 
 names = st.sampled_from(["a", "b", "c", "system-cluster-critical", "system-node-critical"])
 policies = st.sampled_from([None, "PreemptLowerPriority", "Never"])

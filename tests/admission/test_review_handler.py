@@ -9,7 +9,7 @@ import json
 import jsonpatch
 import pytest
 
-from webhook.policy.classes import StaticClassStore
+from webhook.policy.class_model import StaticClassStore
 from webhook.review import MalformedReview, Stage, handle_review
 
 CLASSES = StaticClassStore().snapshot()

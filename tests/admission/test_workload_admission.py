@@ -8,8 +8,8 @@ import pytest
 
 from tests.admission.test_review_manifests import workload
 from webhook.objects.workloads import WORKLOADS
-from webhook.policy.classes import PriorityClass, StaticClassStore
-from webhook.policy.pods import PodOptions
+from webhook.policy.class_model import PriorityClass, StaticClassStore
+from webhook.policy.pod_rules import PodOptions
 from webhook.review import Stage, handle_review
 
 CLASSES = StaticClassStore([PriorityClass(name="high", value=1000)]).snapshot()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import KubeAPIServer
-from webhook.kube.classes import ClusterClassStore
+from webhook.kube.class_store import ClusterClassStore
 
 # Fast enough for tests, still exponential and capped.
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.3, "read_timeout": 2.0, "timeout_seconds": 30}

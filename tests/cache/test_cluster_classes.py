@@ -7,10 +7,10 @@ import pytest
 from tests.cache.conftest import pc
 from tests.kubeapi import KubeAPIServer
 from tests.support.wait import wait_for
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client
-from webhook.policy.classes import ClassSet, PriorityClass
+from webhook.policy.class_model import ClassSet, PriorityClass
 
 
 def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServer, class_store) -> None:
@@ -26,7 +26,7 @@ def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServe
 
 def test_without_system_classes_in_the_cluster_none_are_invented(class_store) -> None:
     with KubeAPIServer(system_priority_classes=False) as empty:
-        from webhook.kube.classes import ClusterClassStore
+        from webhook.kube.class_store import ClusterClassStore
 
         store = ClusterClassStore(empty.api_client(), backoff_initial=0.02)
         store.start()

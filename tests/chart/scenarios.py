@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from webhook import tls
+from webhook.files import tls
 
 
 def self_signed_ca_pem(common_name: str) -> bytes:

@@ -138,7 +138,7 @@ def test_wait_ready_passes_once_the_server_answers(tmp_path: Path) -> None:
 
 def test_wait_ready_gives_up_with_a_reason(tmp_path: Path) -> None:
     wait_ready = script("wait_ready")
-    from webhook import tls
+    from webhook.files import tls
 
     tls.write_certificates(tmp_path)
     started = time.monotonic()

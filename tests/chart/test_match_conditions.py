@@ -2,7 +2,7 @@
 change it, evaluated with a CEL implementation (cel-python) on the expression the chart renders.
 
 On UPDATE the webhook only copies spec.priority / spec.preemptionPolicy back from the old object when the
-new one dropped them (webhook/policy/pods.py); the condition must let through every such UPDATE (or a pod
+new one dropped them (webhook/policy/pod_rules.py); the condition must let through every such UPDATE (or a pod
 would lose its priority) and nothing else (or a fail-closed webhook would stand between controllers and
 finalizer removals, label changes, ...). CREATE must always be sent.
 """
@@ -17,10 +17,10 @@ import celpy
 import pytest
 
 from tests.chart.rendering import FULLNAME, Rendered
-from webhook.policy.classes import ClassSet
-from webhook.policy.constants import POD_RESOURCE
+from webhook.k8s import POD_RESOURCE
+from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import CREATE, UPDATE, Request
-from webhook.policy.pods import admit_pod
+from webhook.policy.pod_rules import admit_pod
 
 Render = Callable[[dict[str, Any]], Rendered]
 ABSENT = object()

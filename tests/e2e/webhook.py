@@ -39,7 +39,7 @@ from tests.chart.rendering import CHART, render
 from tests.support.envtest import ControlPlane
 from tests.support.server import REPO, WebhookServer, webhook_server
 from tests.support.wait import wait_for
-from webhook import tls
+from webhook.files import tls
 
 RELEASE = "pw"
 RELEASE_NAMESPACE = "priority-system"

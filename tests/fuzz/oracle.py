@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.policy.classes import SYSTEM_CLASSES, ClassSet, PriorityClass
+from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
 
 # The classes the fuzzed inputs name (see strategies.CLASS_NAMES): a default, a Never class, system ones.
 CLASSES = ClassSet(

@@ -9,7 +9,7 @@ import pytest
 from tests.fuzz import strategies
 from tests.fuzz.cli import assert_clear_error, run
 from tests.fuzz.oracle import CLASSES, CLASSES_YAML, assert_one_line
-from webhook.documents import MAX_DEPTH, InputError, parse_documents
+from webhook.files.documents import MAX_DEPTH, InputError, parse_documents
 from webhook.review import MalformedReview, Stage, handle_review
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook import tls
+from webhook.files import tls
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kubeapi import ApiError, KubeAPIServer, Request
-from webhook.preemption.pdb import InvalidPdb, parse_selector
+from webhook.preemption.cluster.pdb import InvalidPdb, parse_selector
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE_PDBS_MESSAGE = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.preemption.node.victim_search import Candidate, Requirements
 from webhook.preemption.predicates import Reason, insufficient, predicate_failure
-from webhook.preemption.victim_search import Candidate, Requirements
 
 MI = 1024 * 1024
 MAX_PODS = 110

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.preemption.kubelet_objects import node as make_node
 from tests.preemption.kubelet_objects import pod as make_pod
-from webhook.preemption.kubelet import admit_pod
+from webhook.preemption.node.admission import admit_to_node
 from webhook.preemption.resources import InvalidObject
 
 CRITICAL = 2_000_000_000
@@ -96,7 +96,7 @@ def _own_priority(preemptor: dict) -> int:
 
 
 def check_victims_free_enough_and_are_never_protected(node, existing, preemptor, order) -> None:
-    got = admit_pod(preemptor, node, existing, order=order)
+    got = admit_to_node(preemptor, node, existing, order=order)
     if got.fits:
         assert got.admit and got.victims == []  # a pod that fits gets no victims
         return
@@ -123,11 +123,11 @@ def check_victims_free_enough_and_are_never_protected(node, existing, preemptor,
         assert victim["status"]["phase"] not in ("Succeeded", "Failed")
     # Once the victims are gone the pod fits (no overhead here, so what a victim frees is what it holds).
     remaining = [p for p in existing if p["metadata"]["name"] not in names]
-    assert admit_pod(preemptor, node, remaining, order=order).fits
+    assert admit_to_node(preemptor, node, remaining, order=order).fits
 
 
 def check_priority_order_never_takes_equal_or_higher_priority(node, existing, preemptor) -> None:
-    got = admit_pod(preemptor, node, existing, order="priority")
+    got = admit_to_node(preemptor, node, existing, order="priority")
     for victim in got.victims:
         assert (victim["priority"] or 0) < _own_priority(preemptor)
 
@@ -142,16 +142,16 @@ def check_orders_agree_within_one_priority(node, existing, preemptor) -> None:
     ]
     for p in same:
         p["spec"] = {**p["spec"], "priority": 7}
-    qos = admit_pod(preemptor, node, same, order="qos")
-    prio = admit_pod(preemptor, node, same, order="priority")
+    qos = admit_to_node(preemptor, node, same, order="qos")
+    prio = admit_to_node(preemptor, node, same, order="priority")
     assert (qos.admit, qos.victims, qos.error) == (prio.admit, prio.victims, prio.error)
 
 
 def check_input_order_does_not_matter(node, existing, preemptor, rnd: random.Random) -> None:
     shuffled = list(existing)
     rnd.shuffle(shuffled)
-    a = admit_pod(preemptor, node, existing)
-    b = admit_pod(preemptor, node, shuffled)
+    a = admit_to_node(preemptor, node, existing)
+    b = admit_to_node(preemptor, node, shuffled)
     assert (a.admit, a.victims, a.error, a.reasons) == (b.admit, b.victims, b.error, b.reasons)
 
 
@@ -243,7 +243,7 @@ def test_malformed_objects_give_invalid_object_never_another_error(data):
     assume(path[-1] not in ("name", "namespace", "uid", "apiVersion", "kind"))
     _replace(obj, path, data.draw(junk))
     try:
-        got = admit_pod(preemptor, node, [pod])
+        got = admit_to_node(preemptor, node, [pod])
     except InvalidObject as err:
         message = str(err)
         assert message and "\n" not in message

@@ -13,10 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.preemption.pods import preemptable
-from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
-from webhook.preemption.resources import _checked_request_views, request_views
-from webhook.preemption.victim_search import (
+from webhook.preemption.node.victim_search import (
     Candidate,
     NoVictims,
     by_distance,
@@ -26,6 +23,9 @@ from webhook.preemption.victim_search import (
     smaller_resource_request,
     subtract,
 )
+from webhook.preemption.pods import preemptable
+from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
+from webhook.preemption.resources import _checked_request_views, request_views
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

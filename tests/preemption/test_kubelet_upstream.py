@@ -24,9 +24,8 @@ from tests.preemption.kubelet_fixtures import (
     names,
     requirement_list,
 )
-from webhook.preemption.kubelet import handle_admission_failure
-from webhook.preemption.resources import pod_requests
-from webhook.preemption.victim_search import (
+from webhook.preemption.node.admission import handle_admission_failure
+from webhook.preemption.node.victim_search import (
     Candidate,
     NoVictims,
     distance,
@@ -34,6 +33,7 @@ from webhook.preemption.victim_search import (
     smaller_resource_request,
     subtract,
 )
+from webhook.preemption.resources import pod_requests
 
 ALL_SIX = [
     CLUSTER_CRITICAL,

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.preemption.planner_data.builders import node, pdb, pod, run
-from webhook.preemption.planner import FITS, NO_CANDIDATES, NOT_ELIGIBLE, PREEMPT, Plan
-from webhook.preemption.scheduler_pick import score_functions
+from webhook.preemption.cluster.pick import score_functions
+from webhook.preemption.cluster.planner import FITS, NO_CANDIDATES, NOT_ELIGIBLE, PREEMPT, Plan
 
 PRIORITIES = (-5, 0, 5, 10, 20)
 APPS = ("a", "b", None)

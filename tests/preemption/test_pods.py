@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from webhook.preemption.node.victim_search import Candidate, NoVictims, pods_to_preempt
 from webhook.preemption.pods import is_critical, is_mirror_pod, is_static_pod, preemptable
-from webhook.preemption.victim_search import Candidate, NoVictims, pods_to_preempt
 
 
 def pod(priority: int | None = None, namespace: str = "default", **annotations: str) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.preemption.planner_data.builders import HIGH, LOW, L, M, S, node, pod, preemptor, snapshot
-from webhook.preemption.planner import diagnose
-from webhook.preemption.scheduler_filter import UNRESOLVABLE, UNSCHEDULABLE
+from webhook.preemption.cluster.filter import UNRESOLVABLE, UNSCHEDULABLE
+from webhook.preemption.cluster.planner import diagnose
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 NO_EXECUTE = {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.preemption.planner_data.builders import pdb as pdb_obj
-from webhook.preemption.pdb import InvalidPdb, Pdb, PdbIndex, parse_selector, split_by_pdb_violation
+from webhook.preemption.cluster.pdb import InvalidPdb, Pdb, PdbIndex, parse_selector, split_by_pdb_violation
 
 
 @dataclass

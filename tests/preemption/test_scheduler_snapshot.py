@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.preemption.planner_data.builders import HIGH, LOW, MID, L, S, node, pod, snapshot
-from webhook.policy.classes import PriorityClass, StaticClassStore
-from webhook.preemption.scheduler_priority import resolve_priority
-from webhook.preemption.snapshot import InvalidSnapshot, build_snapshot, parse_time, snapshot_classes
+from webhook.policy.class_model import PriorityClass, StaticClassStore
+from webhook.preemption.cluster.priority import resolve_priority
+from webhook.preemption.cluster.snapshot import InvalidSnapshot, build_snapshot, parse_time, snapshot_classes
 
 
 def test_pods_are_grouped_per_node_with_used_resources_summed():

@@ -28,7 +28,8 @@ from tests.preemption.planner_data.builders import (
     run,
     snapshot,
 )
-from webhook.preemption.planner import (
+from webhook.preemption.cluster.filter import UNRESOLVABLE, UNSCHEDULABLE, Failure
+from webhook.preemption.cluster.planner import (
     FITS,
     NO_CANDIDATES,
     NOT_ELIGIBLE,
@@ -36,7 +37,6 @@ from webhook.preemption.planner import (
     eligibility,
     potential_nodes,
 )
-from webhook.preemption.scheduler_filter import UNRESOLVABLE, UNSCHEDULABLE, Failure
 
 U = Failure(UNSCHEDULABLE, ("Insufficient cpu",))
 UU = Failure(UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",))

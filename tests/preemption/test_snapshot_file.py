@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.preemption.planner_data.builders import LOW, L, node, pod
-from webhook.documents import InputError, load_objects
+from webhook.files.documents import InputError, load_objects
 from webhook.snapshot_file import stream_objects
 
 

@@ -12,8 +12,8 @@ from prometheus_client import REGISTRY
 
 from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
 from tests.support.server import EXAMPLE_CLASSES
-from webhook.policy.classes import ClassSet, StaticClassStore
-from webhook.policy.pods import PodOptions
+from webhook.policy.class_model import ClassSet, StaticClassStore
+from webhook.policy.pod_rules import PodOptions
 from webhook.server.app import MAX_BODY_BYTES, create_app
 from webhook.server.metrics import MULTIPROC_ENV
 from webhook.server.store import StoreSpec, open_store

@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from webhook import tls
 from webhook.cli import main
+from webhook.files import tls
 
 
 def run_certs(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -19,8 +19,8 @@ from cryptography import x509
 from tests.server.reviews import pod, review
 from tests.support.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server
 from tests.support.wait import wait_for
-from webhook import tls
 from webhook.cli import main
+from webhook.files import tls
 
 CLASSES = ("--classes", str(EXAMPLE_CLASSES))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from webhook import tls
+from webhook.files import tls
 from webhook.server.tlscontext import ReloadingContext, server_context
 
 

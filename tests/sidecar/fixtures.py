@@ -6,7 +6,7 @@ import itertools
 import json
 from typing import Any
 
-from webhook.policy.constants import MIRROR_POD_ANNOTATION
+from webhook.k8s import MIRROR_POD_ANNOTATION
 from webhook.sidecar import record as rec
 
 NODE = "node-a"

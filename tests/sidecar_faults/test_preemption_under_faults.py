@@ -15,7 +15,7 @@ import pytest
 
 from tests.sidecar.fixtures import node, pod, record_of, rejected
 from tests.support.wait import wait_for
-from webhook.preemption.kubelet import admit_pod
+from webhook.preemption.node.admission import admit_to_node
 from webhook.sidecar import record as rec
 
 pytestmark = pytest.mark.timeout(120)
@@ -99,7 +99,7 @@ def deleting(cluster, name: str) -> bool:
 
 
 def test_the_scenario_victims_are_what_the_kubelet_rules_choose():
-    admission = admit_pod(CRITICAL, node(cpu=NODE_CPU), workload())
+    admission = admit_to_node(CRITICAL, node(cpu=NODE_CPU), workload())
     assert admission.admit and [v["name"] for v in admission.victims] == VICTIMS
 
 

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.support.wait import wait_for
-from webhook import tls
+from webhook.files import tls
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 REQUIRED = ("etcd", "kube-apiserver", "kubectl")

@@ -24,7 +24,7 @@ from typing import Any
 import requests
 
 from tests.support.wait import wait_for
-from webhook import tls
+from webhook.files import tls
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CLASSES = REPO / "examples" / "priorityclasses.yaml"

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook import tls
-from webhook.documents import InputError
+from webhook.files import tls
+from webhook.files.documents import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

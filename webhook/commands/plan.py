@@ -18,18 +18,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from webhook.classfiles import load_classes
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
-from webhook.documents import InputError, dump, load_one
+from webhook.files.class_files import load_classes
+from webhook.files.documents import InputError, dump, load_one
 from webhook.objects.defaults import pod_to_create
 from webhook.objects.names import invalid_pod
-from webhook.policy.classes import ClassSet, StaticClassStore
-from webhook.policy.pods import PodOptions
-from webhook.preemption.planner import Plan, PlanOptions, plan
+from webhook.policy.class_model import ClassSet, StaticClassStore
+from webhook.policy.pod_rules import PodOptions
+from webhook.preemption.cluster.filter import same_info
+from webhook.preemption.cluster.planner import Plan, PlanOptions, plan
+from webhook.preemption.cluster.priority import resolve_priority
+from webhook.preemption.cluster.snapshot import (
+    InvalidSnapshot,
+    PodInfo,
+    PriorityResolver,
+    SnapshotBuilder,
+    read_pod,
+)
 from webhook.preemption.resources import InvalidObject
-from webhook.preemption.scheduler_filter import same_pod
-from webhook.preemption.scheduler_priority import resolve_priority
-from webhook.preemption.snapshot import InvalidSnapshot, PodInfo, PriorityResolver, SnapshotBuilder, read_pod
 from webhook.preemption.validate import check_pod
 from webhook.progress import Progress
 from webhook.snapshot_file import stream_objects
@@ -137,7 +143,7 @@ def _plan(args: argparse.Namespace, progress: Progress) -> int:
         preemptor = read_pod(pod_obj, args.pod, -1, _resolver(classes, options, what_if=True))
         if preemptor is None:
             raise InputError(f"{args.pod}: status.phase: the pod has already terminated")
-        snapshot = builder.finish(_resolver(classes, options), exclude=lambda p: same_pod(p, preemptor))
+        snapshot = builder.finish(_resolver(classes, options), exclude=lambda p: same_info(p, preemptor))
     except InvalidSnapshot as err:
         raise InputError(str(err)) from None
     # Upstream draws the offset for every attempt (`rand.Int31n`); --offset pins it.

@@ -15,14 +15,14 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.classfiles import static_store
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
-from webhook.documents import InputError, dump, load_objects
+from webhook.files.class_files import static_store
+from webhook.files.documents import InputError, dump, load_objects
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
-from webhook.policy.classes import ClassSet
-from webhook.policy.pods import PodOptions
+from webhook.policy.class_model import ClassSet
+from webhook.policy.pod_rules import PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.review.workloads import workload_message
 

@@ -7,11 +7,11 @@ import logging
 import ssl
 from pathlib import Path
 
-from webhook import tls
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation
-from webhook.documents import InputError
-from webhook.policy.classes import ClassStore
-from webhook.policy.pods import PodOptions
+from webhook.files import tls
+from webhook.files.documents import InputError
+from webhook.policy.class_model import ClassStore
+from webhook.policy.pod_rules import PodOptions
 
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
 # its metrics are imported by each worker, after that).

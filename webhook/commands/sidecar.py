@@ -8,8 +8,8 @@ import signal
 import threading
 
 from webhook.commands.options import add_cluster
-from webhook.documents import InputError
-from webhook.policy.constants import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
+from webhook.files.documents import InputError
+from webhook.k8s import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
 
 DEFAULT_BIND = "0.0.0.0:9090"
 DEFAULT_EVICTIONS_PER_MINUTE = 30

@@ -15,15 +15,15 @@ import sys
 from typing import Any
 
 from webhook.commands.options import add_context, add_output
-from webhook.documents import InputError, dump, load_objects, load_one
+from webhook.files.documents import InputError, dump, load_objects, load_one
+from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
 from webhook.objects.defaults import default_pod
 from webhook.objects.names import invalid_pod
-from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
-from webhook.preemption.kubelet import Admission, admit_pod
+from webhook.preemption.node.admission import Admission, admit_to_node
+from webhook.preemption.node.victim_search import ORDER_QOS, ORDERS
 from webhook.preemption.pods import describe, pod_ref
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.validate import check_node, check_pod
-from webhook.preemption.victim_search import ORDER_QOS, ORDERS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.pod}: {invalid}")
     pod = default_pod(pod)
     try:
-        admission = admit_pod(pod, node, pods, order=args.order, critical_priority=args.critical_priority)
+        admission = admit_to_node(pod, node, pods, order=args.order, critical_priority=args.critical_priority)
     except InvalidObject as err:  # every field was read above; this is a safety net, not a path
         raise InputError(f"{args.pods}: {err}") from None
     sys.stdout.write(dump(result(admission), args.output))

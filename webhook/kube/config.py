@@ -13,7 +13,7 @@ import kubernetes.config
 import yaml
 from kubernetes.config.config_exception import ConfigException
 
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 

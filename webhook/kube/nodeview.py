@@ -14,7 +14,7 @@ import kubernetes.client
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from webhook.documents import InputError
+from webhook.files.documents import InputError
 from webhook.kube.eviction import call_json
 
 READ_TIMEOUT = 30.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.policy.constants import PREEMPT_LOWER_PRIORITY
+from webhook.k8s import PREEMPT_LOWER_PRIORITY
 
 # Pod-level resources (`spec.resources`) cover these only (IsSupportedPodLevelResource).
 _POD_LEVEL = ("cpu", "memory")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.policy.constants import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION, SYSTEM_CRITICAL_PRIORITY
+from webhook.k8s import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION, SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.resources import InvalidObject, field, shown, shown_name, spec_of
 
 API_SOURCE = "api"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.policy.constants import INT32_MAX, INT32_MIN, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import INT32_MAX, INT32_MIN, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.review.schema import API_VERSIONS, OPERATIONS, qualified_resource
 
 _ABSENT = object()

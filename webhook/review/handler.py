@@ -15,11 +15,11 @@ import jsonpatch
 import orjson
 from marshmallow import ValidationError
 
-from webhook.policy.classes import ClassSet
-from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.policy.class_model import ClassSet
+from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import ALLOW, Decision, Request
-from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
-from webhook.policy.priorityclasses import validate_priority_class
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.review.fastpath import well_formed
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error, qualified_resource
 from webhook.review.workloads import check_workload, workload_kind
@@ -72,15 +72,15 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return review["apiVersion"], req
 
 
-def decide(request: Request, stage: Stage, classes: ClassSet, options: PodOptions) -> Decision:
+def decide_request(request: Request, stage: Stage, classes: ClassSet, options: PodOptions) -> Decision:
     if stage is Stage.ADMIT:
-        mutated = decide(request, Stage.MUTATE, classes, options)
+        mutated = decide_request(request, Stage.MUTATE, classes, options)
         if not mutated.allowed:
             return mutated
         obj = request.object
         if mutated.patch and obj is not None:
             obj = jsonpatch.apply_patch(obj, list(mutated.patch))
-        validated = decide(replace(request, object=obj), Stage.VALIDATE, classes, options)
+        validated = decide_request(replace(request, object=obj), Stage.VALIDATE, classes, options)
         if not validated.allowed:
             return validated
         return replace(mutated, warnings=mutated.warnings + validated.warnings)
@@ -116,7 +116,7 @@ def handle_review(
 ) -> tuple[dict[str, Any], Request, Decision]:
     """Answer one AdmissionReview; raises MalformedReview for a body that is not one."""
     api_version, uid, request = parse_review(body)
-    decision = decide(request, stage, classes, options)
+    decision = decide_request(request, stage, classes, options)
     # A validating webhook may not return a patch (the API server rejects the response).
     review = response_review(api_version, uid, decision, with_patch=stage is not Stage.VALIDATE)
     return review, request, decision

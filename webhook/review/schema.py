@@ -11,7 +11,7 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
-from webhook.policy.constants import INT32_MAX, INT32_MIN
+from webhook.k8s import INT32_MAX, INT32_MIN
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -71,12 +71,12 @@ class PodSpec(_Loose):
     preemptionPolicy = fields.String(allow_none=True)
 
 
-class Pod(_Loose):
+class PodSchema(_Loose):
     metadata = fields.Nested(ObjectMeta, allow_none=True)
     spec = fields.Nested(PodSpec, allow_none=True)
 
 
-class PriorityClass(_Loose):
+class PriorityClassSchema(_Loose):
     metadata = fields.Nested(ObjectMeta, allow_none=True)
     value = StrictInt()
     globalDefault = fields.Boolean(allow_none=True)
@@ -90,7 +90,10 @@ def qualified_resource(gvr: dict[str, Any]) -> str:
     return f"{gvr['resource']}.{group}" if group else gvr["resource"]
 
 
-OBJECT_SCHEMAS: dict[str, Schema] = {"pods": Pod(), "priorityclasses.scheduling.k8s.io": PriorityClass()}
+OBJECT_SCHEMAS: dict[str, Schema] = {
+    "pods": PodSchema(),
+    "priorityclasses.scheduling.k8s.io": PriorityClassSchema(),
+}
 REVIEW_SCHEMA = AdmissionReviewSchema()
 
 

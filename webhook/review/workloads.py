@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.k8s import POD_RESOURCE
 from webhook.objects.workloads import WORKLOAD_RESOURCES, pod_template, template_pod
-from webhook.policy.classes import ClassSet
-from webhook.policy.constants import POD_RESOURCE
+from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request
-from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
 from webhook.review.fastpath import pod_ok
 
 

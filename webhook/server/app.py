@@ -17,10 +17,10 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.objects.workloads import WORKLOAD_RESOURCES
-from webhook.policy.classes import ClassStore
-from webhook.policy.constants import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
-from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.policy.class_model import ClassStore
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.server import metrics
 

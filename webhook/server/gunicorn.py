@@ -25,11 +25,11 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from webhook.policy.classes import ClassStore
-from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.files.tls import TLS_CERT, TLS_KEY
+from webhook.policy.class_model import ClassStore
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.server.store import StoreSpec, close_store, open_store
 from webhook.server.tlscontext import ReloadingContext
-from webhook.tls import TLS_CERT, TLS_KEY
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.classfiles import static_store
-from webhook.policy.classes import ClassStore
+from webhook.files.class_files import static_store
+from webhook.policy.class_model import ClassStore
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def open_store(spec: StoreSpec) -> ClassStore:
     """A started store: the cluster's list/watch cache, or the built-in system classes plus class files."""
     if spec.cluster:
         # Imported here: the cluster modules (and the kubernetes client) load only when a cluster is used.
-        from webhook.kube.classes import ClusterClassStore
+        from webhook.kube.class_store import ClusterClassStore
         from webhook.kube.config import api_client
 
         store = ClusterClassStore(api_client(spec.kubeconfig, spec.in_cluster))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.pods import priority_of
 from webhook.sidecar import record as rec
 from webhook.sidecar.lifecycle import (
@@ -203,7 +203,7 @@ def decide(
     if node is None:
         return []
     if admit is None:
-        from webhook.preemption.kubelet import admit_pod as admit
+        from webhook.preemption.node.admission import admit_to_node as admit
     rejections = sorted(
         (r for p in pods if (r := rejection(p, settings.node_name, settings.critical_priority))),
         key=lambda r: _creation_key(r.pod),

@@ -29,7 +29,7 @@ true
 
 {{/*
 On UPDATE the webhook only restores spec.priority / spec.preemptionPolicy that the new object dropped and
-the old one had (webhook/policy/pods.py, _carry_over); every other UPDATE it allows unchanged. So a pod
+the old one had (webhook/policy/pod_rules.py, _carry_over); every other UPDATE it allows unchanged. So a pod
 UPDATE is sent only when one of those fields is absent from the new object and present in the old.
 CREATE is always sent. has() on an absent or null field is false, as the Python side's `is None`.
 */}}

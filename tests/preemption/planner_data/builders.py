@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from webhook.policy.classes import StaticClassStore
-from webhook.preemption.planner import Plan, PlanOptions, plan
-from webhook.preemption.scheduler_filter import same_pod
-from webhook.preemption.scheduler_priority import resolve_priority
-from webhook.preemption.snapshot import PodInfo, Snapshot, build_snapshot, read_pod
+from webhook.policy.class_model import StaticClassStore
+from webhook.preemption.cluster.filter import same_info
+from webhook.preemption.cluster.planner import Plan, PlanOptions, plan
+from webhook.preemption.cluster.priority import resolve_priority
+from webhook.preemption.cluster.snapshot import PodInfo, Snapshot, build_snapshot, read_pod
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 S = {"cpu": "100m", "memory": "100"}
@@ -141,7 +141,7 @@ def preemptor(obj: dict[str, Any]) -> PodInfo:
 
 
 def snapshot(objects: Sequence[dict[str, Any]], pre: PodInfo | None = None) -> Snapshot:
-    exclude = (lambda p: same_pod(p, pre)) if pre is not None else None
+    exclude = (lambda p: same_info(p, pre)) if pre is not None else None
     return build_snapshot([(f"doc {i}", o) for i, o in enumerate(objects, 1)], resolve, exclude=exclude)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from webhook.policy.constants import (
+from webhook.k8s import (
     INT32_MAX,
     INT32_MIN,
     PREEMPT_LOWER_PRIORITY,

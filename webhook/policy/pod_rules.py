@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.policy.classes import ClassSet
-from webhook.policy.constants import (
+from webhook.k8s import (
     CRITICAL_POD_ANNOTATION,
     DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS,
     LEGACY_CRITICAL_NAMESPACE,
     PREEMPT_LOWER_PRIORITY,
     SYSTEM_CLUSTER_CRITICAL,
 )
+from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request, forbidden
 
 

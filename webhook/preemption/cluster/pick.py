@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from webhook.preemption.scheduler_victims import Victims
-from webhook.preemption.snapshot import NodeInfo
+from webhook.preemption.cluster.snapshot import NodeInfo
+from webhook.preemption.cluster.victims import Victims
 
 # MaxInt32 + 1, added per victim so that negative priorities never make more victims look better.
 PRIORITY_OFFSET = 2**31
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class NodeCandidate:
     node: NodeInfo
     victims: Victims
 
@@ -29,7 +29,7 @@ def earliest_start_of_top_priority(victims: Victims, now: float) -> float:
     return min((p.start_time if p.start_time is not None else now) for p in victims.pods if p.priority == top)
 
 
-def score_functions(now: float) -> tuple[Callable[[Candidate], float], ...]:
+def score_functions(now: float) -> tuple[Callable[[NodeCandidate], float], ...]:
     """Higher is better, in upstream order."""
     return (
         lambda c: -c.victims.pdb_violations,
@@ -40,7 +40,7 @@ def score_functions(now: float) -> tuple[Callable[[Candidate], float], ...]:
     )
 
 
-def pick_one(candidates: Sequence[Candidate], now: float) -> Candidate | None:
+def pick_one(candidates: Sequence[NodeCandidate], now: float) -> NodeCandidate | None:
     if not candidates:
         return None
     remaining = list(candidates)
@@ -62,7 +62,7 @@ CRITERIA = (
 )
 
 
-def why_not(candidate: Candidate, best: Candidate, now: float) -> str:
+def why_not(candidate: NodeCandidate, best: NodeCandidate, now: float) -> str:
     """The first criterion on which `candidate` lost to `best` (for --explain)."""
     for text, score in zip(CRITERIA, score_functions(now), strict=True):
         if score(candidate) < score(best):

@@ -117,7 +117,7 @@ def _mapping(value: Any, field: str) -> Mapping[str, Any]:
     return value
 
 
-class Victim(Protocol):
+class LabeledPod(Protocol):
     """What the PDB split reads of a pod."""
 
     namespace: str
@@ -125,7 +125,7 @@ class Victim(Protocol):
     labels: Mapping[str, str]
 
 
-V = TypeVar("V", bound=Victim)
+V = TypeVar("V", bound=LabeledPod)
 
 
 class PdbIndex:
@@ -159,7 +159,7 @@ class PdbIndex:
                 key = (pdb.namespace, anchor.key, value)
                 self._by_label.setdefault(key, []).append((i, len(requirements) > 1))
 
-    def matching(self, pod: Victim) -> list[int]:
+    def matching(self, pod: LabeledPod) -> list[int]:
         """Indices (in list order) of the PDBs whose selector matches the pod."""
         labels = pod.labels
         if not labels and not self.newest:

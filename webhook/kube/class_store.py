@@ -20,7 +20,7 @@ from typing import Any
 import kubernetes.client
 
 from webhook.kube.reflector import Reflector
-from webhook.policy.classes import ClassSet, InvalidObject, PriorityClass
+from webhook.policy.class_model import ClassSet, InvalidObject, PriorityClass
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
 class ClusterClassStore:
-    """A `webhook.policy.classes.ClassStore` fed by a PriorityClass reflector."""
+    """A `webhook.policy.class_model.ClassStore` fed by a PriorityClass reflector."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient, **reflector_kwargs: Any) -> None:
         reflector_kwargs.setdefault("name", "priorityclasses")

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.preemption.cluster.snapshot import NodeInfo, PodInfo
 from webhook.preemption.predicates import (
     host_port_conflicts,
     node_name_mismatch,
@@ -25,7 +26,6 @@ from webhook.preemption.predicates import (
     untolerated_taint,
 )
 from webhook.preemption.resources import PODS, add, total
-from webhook.preemption.snapshot import NodeInfo, PodInfo
 
 UNSCHEDULABLE = "Unschedulable"
 UNRESOLVABLE = "UnschedulableAndUnresolvable"
@@ -117,7 +117,7 @@ class NodeFit:
         self.preemptor = preemptor
         self.node = node
         self.allocatable = node.allocatable
-        counted = [p for p in nominated if p.priority >= preemptor.priority and not same_pod(p, preemptor)]
+        counted = [p for p in nominated if p.priority >= preemptor.priority and not same_info(p, preemptor)]
         self.nominated_used = total(p.requests for p in counted)
         self.base_used = add(node.used, self.nominated_used)
         self.nominated_objs = [p.obj for p in counted]
@@ -140,7 +140,7 @@ class NodeFit:
         return not resource_reasons(self.preemptor.requests, self.allocatable, used)
 
 
-def same_pod(a: PodInfo, b: PodInfo) -> bool:
+def same_info(a: PodInfo, b: PodInfo) -> bool:
     """The same pod: by UID when both have one (a dump), else by namespace/name (hand-written files)."""
     if a.uid and b.uid:
         return a.uid == b.uid

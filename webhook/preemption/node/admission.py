@@ -21,10 +21,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.policy.constants import (
+from webhook.k8s import (
     CONFIG_SOURCE_ANNOTATION,
     MIRROR_POD_ANNOTATION,
     SYSTEM_CRITICAL_PRIORITY,
+)
+from webhook.preemption.node.victim_search import (
+    ORDER_QOS,
+    ORDERS,
+    Candidate,
+    NoVictims,
+    Requirements,
+    pods_to_preempt,
 )
 from webhook.preemption.pods import (
     API_SOURCE,
@@ -54,14 +62,6 @@ from webhook.preemption.resources import (
     request_views,
     total,
 )
-from webhook.preemption.victim_search import (
-    ORDER_QOS,
-    ORDERS,
-    Candidate,
-    NoVictims,
-    Requirements,
-    pods_to_preempt,
-)
 
 # Texts and reasons from preemption.go and predicate.go.
 FIND_ERROR = "preemption: error finding a set of pods to preempt: "
@@ -72,7 +72,7 @@ __all__ = [
     "ORDERS",
     "Admission",
     "FailureHandling",
-    "admit_pod",
+    "admit_to_node",
     "handle_admission_failure",
     "is_critical",
     "is_mirror_pod",
@@ -200,7 +200,7 @@ def _rejection(reasons: Sequence[Reason]) -> tuple[str, str]:
     return (reasons[0].reason, reasons[0].message)
 
 
-def admit_pod(
+def admit_to_node(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.policy.classes import InvalidObject as InvalidClass
-from webhook.policy.classes import PriorityClass
-from webhook.preemption.pdb import InvalidPdb, Pdb
+from webhook.policy.class_model import InvalidObject as InvalidClass
+from webhook.policy.class_model import PriorityClass
+from webhook.preemption.cluster.pdb import InvalidPdb, Pdb
 from webhook.preemption.predicates import host_port_conflicts, is_terminal
 from webhook.preemption.resources import InvalidObject, node_allocatable, scheduler_pod_requests, total
 from webhook.preemption.validate import check_node

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from webhook.policy.classes import SYSTEM_CLASSES_BY_NAME, ClassSet, InvalidObject, PriorityClass
-from webhook.policy.constants import (
+from webhook.k8s import (
     HIGHEST_USER_DEFINABLE_PRIORITY,
     SYSTEM_PRIORITY_CLASS_PREFIX,
 )
+from webhook.policy.class_model import SYSTEM_CLASSES_BY_NAME, ClassSet, InvalidObject, PriorityClass
 from webhook.policy.decision import ALLOW, CREATE, DELETE, UPDATE, Decision, Request, forbidden, object_name
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.policy.constants import SYSTEM_CRITICAL_PRIORITY
+from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.pods import is_critical, priority_of
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 from webhook.preemption.resources import CPU, MEMORY, request_views

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webhook.preemption.pdb import PdbIndex, split_by_pdb_violation
+from webhook.preemption.cluster.filter import UNRESOLVABLE, Failure, NodeFit
+from webhook.preemption.cluster.pdb import PdbIndex, split_by_pdb_violation
+from webhook.preemption.cluster.snapshot import PodInfo
 from webhook.preemption.predicates import resource_reasons
 from webhook.preemption.resources import add, subtract, total
-from webhook.preemption.scheduler_filter import UNRESOLVABLE, Failure, NodeFit
-from webhook.preemption.snapshot import PodInfo
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 

@@ -18,12 +18,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from webhook.policy.constants import PREEMPT_NEVER
-from webhook.preemption.pdb import PdbIndex
-from webhook.preemption.scheduler_filter import UNRESOLVABLE, UNSCHEDULABLE, Failure, NodeFit, node_status
-from webhook.preemption.scheduler_pick import Candidate, pick_one, why_not
-from webhook.preemption.scheduler_victims import Victims, select_victims
-from webhook.preemption.snapshot import NodeInfo, PodInfo, Snapshot
+from webhook.k8s import PREEMPT_NEVER
+from webhook.preemption.cluster.filter import UNRESOLVABLE, UNSCHEDULABLE, Failure, NodeFit, node_status
+from webhook.preemption.cluster.pdb import PdbIndex
+from webhook.preemption.cluster.pick import NodeCandidate, pick_one, why_not
+from webhook.preemption.cluster.snapshot import NodeInfo, PodInfo, Snapshot
+from webhook.preemption.cluster.victims import Victims, select_victims
 
 # DefaultPreemptionArgs v1 defaults.
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
@@ -67,7 +67,7 @@ class Plan:
     message: str = ""
     # node name -> why it is not the answer; candidates: node -> victims, for --explain
     excluded: dict[str, str] = field(default_factory=dict)
-    candidates: list[Candidate] = field(default_factory=list)
+    candidates: list[NodeCandidate] = field(default_factory=list)
 
 
 def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
@@ -203,7 +203,7 @@ def dry_run(
     fits: dict[str, NodeFit],
     snapshot: Snapshot,
     options: PlanOptions,
-) -> tuple[list[Candidate], dict[str, Failure]]:
+) -> tuple[list[NodeCandidate], dict[str, Failure]]:
     """`DryRunPreemption`, sequential: (non-violating ++ violating candidates, failures per node).
 
     Each list is capped at k, and the walk stops once a non-violating candidate exists and k candidates
@@ -219,8 +219,8 @@ def dry_run(
     else:
         k, offset = n, 0
     pdbs = PdbIndex(snapshot.pdbs, empty_selector_matches_all=options.pdb_newest)
-    good: list[Candidate] = []
-    bad: list[Candidate] = []
+    good: list[NodeCandidate] = []
+    bad: list[NodeCandidate] = []
     examined = 0
     progress = options.progress
     for i in range(n):
@@ -233,7 +233,7 @@ def dry_run(
         if isinstance(result, Victims):
             bucket = good if result.pdb_violations == 0 else bad
             if len(bucket) < k:
-                bucket.append(Candidate(node, result))
+                bucket.append(NodeCandidate(node, result))
             else:  # upstream drops it too: the list is capped at k
                 failures[node.name] = Failure(UNSCHEDULABLE, (DROPPED,))
             if good and len(good) + len(bad) >= k:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.policy.classes import ClassSet, is_int
-from webhook.policy.constants import (
+from webhook.k8s import (
     INT32_MAX,
     INT32_MIN,
     POD_RESOURCE,
     PREEMPT_LOWER_PRIORITY,
     PREEMPTION_POLICIES,
 )
+from webhook.policy.class_model import ClassSet, is_int
 from webhook.policy.decision import CREATE, Request
-from webhook.policy.pods import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
 
 
 class UnresolvablePriority(ValueError):

@@ -1,0 +1,1 @@
+"""Files in and out: manifests (YAML/JSON), PriorityClass files, certificates."""

@@ -1,0 +1,1 @@
+"""Cluster-side preemption: the scheduler's DefaultPreemption on a snapshot (`plan`)."""
