@@ -1,4 +1,14 @@
-"""Upstream constants (pkg/apis/scheduling/types.go, pkg/kubelet/types/pod_update.go)."""
+"""The project's Kubernetes vocabulary: upstream constants and the few object helpers every layer shares.
+
+Neutral ground below every other module (it imports nothing of the project): the names of things as the
+API server spells them (pkg/apis/scheduling/types.go, pkg/kubelet/types/pod_update.go, admission.k8s.io),
+and reading a pod's identity the one way the project reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS = 0
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
@@ -19,5 +29,46 @@ LEGACY_CRITICAL_NAMESPACE = "kube-system"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 
+# A pod in one of these phases has terminated: it holds no resources and will not run again.
+TERMINAL_PHASES = ("Succeeded", "Failed")  # a tuple: `in` must not hash what a malformed pod holds
+
+# AdmissionRequest.operation.
+CREATE, UPDATE, DELETE, CONNECT = "CREATE", "UPDATE", "DELETE", "CONNECT"
+OPERATIONS = (CREATE, UPDATE, DELETE, CONNECT)
+
+# The resources we admit: (group, version, resource) as a review names them, and the group-qualified
+# resource that upstream's messages and our decisions use.
+POD_GVR = ("", "v1", "pods")
+PRIORITY_CLASS_GVR = ("scheduling.k8s.io", "v1", "priorityclasses")
 POD_RESOURCE = "pods"
 PRIORITY_CLASS_RESOURCE = "priorityclasses.scheduling.k8s.io"
+
+
+class InvalidObject(ValueError):
+    """A Kubernetes object that cannot be read: the message names the field and what is wrong."""
+
+
+PodRef = tuple[str, str, str]  # (namespace, name, uid)
+
+
+def pod_ref(pod: Any) -> PodRef:
+    """(namespace, name, uid), empty strings when absent; generateName stands in for a missing name."""
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    return str(meta.get("namespace") or ""), str(name), str(meta.get("uid") or "")
+
+
+def same_ref(a: PodRef, b: PodRef) -> bool:
+    """The same pod: by uid when both have one (a dump of the cluster), else by namespace/name (files
+    written by hand); never two unnamed pods."""
+    ns_a, name_a, uid_a = a
+    ns_b, name_b, uid_b = b
+    if uid_a and uid_b:
+        return uid_a == uid_b
+    return bool(name_a) and (ns_a, name_a) == (ns_b, name_b)
+
+
+def same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """`same_ref` of two pod objects."""
+    return same_ref(pod_ref(a), pod_ref(b))

@@ -18,6 +18,7 @@ import jsonpatch
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
 from webhook.files.documents import InputError, dump, load_objects
+from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
@@ -28,8 +29,8 @@ from webhook.review.workloads import workload_message
 
 # kind → (group, version, resource) as the API server names it in a review.
 OBJECT_KINDS = {
-    "Pod": ("", "v1", "pods"),
-    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses"),
+    "Pod": POD_GVR,
+    "PriorityClass": PRIORITY_CLASS_GVR,
 }
 SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
@@ -172,7 +173,7 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
         "uid": str(uuid.uuid4()),
         "kind": {"group": group, "version": version, "kind": obj["kind"]},
         "resource": {"group": group, "version": version, "resource": resource},
-        "operation": "CREATE",
+        "operation": CREATE,
         # A non-string name is left for the object's own schema to report as metadata.name.
         "name": meta.get("name") if isinstance(meta.get("name"), str) else "",
         "object": obj,

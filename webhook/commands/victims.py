@@ -16,12 +16,12 @@ from typing import Any
 
 from webhook.commands.options import add_context, add_output
 from webhook.files.documents import InputError, dump, load_objects, load_one
-from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
+from webhook.k8s import SYSTEM_CRITICAL_PRIORITY, pod_ref
 from webhook.objects.defaults import default_pod
 from webhook.objects.names import invalid_pod
 from webhook.preemption.node.admission import Admission, admit_to_node
 from webhook.preemption.node.victim_search import ORDER_QOS, ORDERS
-from webhook.preemption.pods import describe, pod_ref
+from webhook.preemption.pods import describe
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.validate import check_node, check_pod
 

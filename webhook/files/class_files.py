@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.files.documents import InputError, load_objects
-from webhook.k8s import PRIORITY_CLASS_RESOURCE
+from webhook.k8s import CREATE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.class_model import ClassSet, InvalidObject, PriorityClass, StaticClassStore
 from webhook.policy.class_rules import validate_priority_class
-from webhook.policy.decision import CREATE, Request
+from webhook.policy.decision import Request
 
 
 def load_classes(paths: Iterable[str]) -> list[PriorityClass]:

@@ -18,11 +18,8 @@ from webhook.k8s import (
     SYSTEM_CLUSTER_CRITICAL,
     SYSTEM_CRITICAL_PRIORITY,
     SYSTEM_NODE_CRITICAL,
+    InvalidObject,
 )
-
-
-class InvalidObject(ValueError):
-    """An object whose fields cannot be read; the message names the field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,14 @@ import contextlib
 from typing import Any
 
 from webhook.k8s import (
+    CREATE,
+    DELETE,
     HIGHEST_USER_DEFINABLE_PRIORITY,
     SYSTEM_PRIORITY_CLASS_PREFIX,
+    UPDATE,
 )
 from webhook.policy.class_model import SYSTEM_CLASSES_BY_NAME, ClassSet, InvalidObject, PriorityClass
-from webhook.policy.decision import ALLOW, CREATE, DELETE, UPDATE, Decision, Request, forbidden, object_name
+from webhook.policy.decision import ALLOW, Decision, Request, forbidden, object_name
 
 
 def validate_priority_class(request: Request, classes: ClassSet) -> Decision:

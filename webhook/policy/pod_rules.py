@@ -9,14 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.k8s import (
+    CREATE,
     CRITICAL_POD_ANNOTATION,
     DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS,
     LEGACY_CRITICAL_NAMESPACE,
     PREEMPT_LOWER_PRIORITY,
     SYSTEM_CLUSTER_CRITICAL,
+    UPDATE,
 )
 from webhook.policy.class_model import ClassSet
-from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request, forbidden
+from webhook.policy.decision import ALLOW, Decision, Request, forbidden
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.k8s import CONFIG_SOURCE_ANNOTATION, MIRROR_POD_ANNOTATION, SYSTEM_CRITICAL_PRIORITY
+from webhook.k8s import (
+    CONFIG_SOURCE_ANNOTATION,
+    MIRROR_POD_ANNOTATION,
+    SYSTEM_CRITICAL_PRIORITY,
+    pod_ref,
+)
 from webhook.preemption.resources import InvalidObject, field, shown, shown_name, spec_of
 
 API_SOURCE = "api"
@@ -41,28 +46,6 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     """`metadata.deletionTimestamp` is set: deletion was requested and the pod is shutting down."""
     meta = field(pod, "metadata", "pod", default={})
     return meta.get("deletionTimestamp") is not None
-
-
-def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(namespace, name, uid), empty strings when absent."""
-    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
-    meta = meta if isinstance(meta, Mapping) else {}
-    name = meta.get("name") or meta.get("generateName") or ""
-    return str(meta.get("namespace") or ""), str(name), str(meta.get("uid") or "")
-
-
-def same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """By uid when both have one, else by namespace/name."""
-    return same_ref(pod_ref(a), b)
-
-
-def same_ref(ref: tuple[str, str, str], pod: Mapping[str, Any]) -> bool:
-    """`same_pod` with one side's `pod_ref` computed once (admission compares one pod with many)."""
-    ns_a, name_a, uid_a = ref
-    ns_b, name_b, uid_b = pod_ref(pod)
-    if uid_a and uid_b:
-        return uid_a == uid_b
-    return bool(name_a) and (ns_a, name_a) == (ns_b, name_b)
 
 
 def describe(pod: Any) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.k8s import TERMINAL_PHASES
 from webhook.preemption.pods import is_static_pod
 from webhook.preemption.resources import (
     CPU,
@@ -33,7 +34,6 @@ TAINT_TOLERATION = "TaintToleration"
 TAINT_TOLERATION_MESSAGE = "node(s) had taints that the pod didn't tolerate"
 
 _FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity as _k8s_parse_quantity
 
+from webhook.k8s import InvalidObject
+
 CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
@@ -45,10 +47,6 @@ def shown_name(name: str) -> str:
     if not name.isprintable():
         return shown(name)
     return name if len(name) <= SHOWN_CHARS else f"{name[:SHOWN_CHARS]}..."
-
-
-class InvalidObject(ValueError):
-    """A Kubernetes object that cannot be read: the message names the field and what is wrong."""
 
 
 class InvalidQuantity(InvalidObject):

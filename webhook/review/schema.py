@@ -11,10 +11,9 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
-from webhook.k8s import INT32_MAX, INT32_MIN
+from webhook.k8s import INT32_MAX, INT32_MIN, OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
 class StrictInt(fields.Integer):
@@ -91,8 +90,8 @@ def qualified_resource(gvr: dict[str, Any]) -> str:
 
 
 OBJECT_SCHEMAS: dict[str, Schema] = {
-    "pods": PodSchema(),
-    "priorityclasses.scheduling.k8s.io": PriorityClassSchema(),
+    POD_RESOURCE: PodSchema(),
+    PRIORITY_CLASS_RESOURCE: PriorityClassSchema(),
 }
 REVIEW_SCHEMA = AdmissionReviewSchema()
 

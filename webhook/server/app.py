@@ -17,7 +17,7 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.objects.workloads import WORKLOAD_RESOURCES
 from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
@@ -38,7 +38,7 @@ BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was r
 JSON = "application/json"
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE, *WORKLOAD_RESOURCES})
-KNOWN_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+KNOWN_OPERATIONS = frozenset(OPERATIONS)
 
 
 class NotReady(RuntimeError):

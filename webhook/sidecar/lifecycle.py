@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.k8s import TERMINAL_PHASES
 from webhook.preemption.pods import is_mirror_pod, is_static_pod
 
 DESIRED = "desired"
@@ -26,7 +27,6 @@ TERMINATING = "terminating"
 TERMINATED = "terminated"
 STATES = (DESIRED, ACTIVE, TERMINATING, TERMINATED)
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def _statuses(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:

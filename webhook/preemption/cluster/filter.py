@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.k8s import same_ref
 from webhook.preemption.cluster.snapshot import NodeInfo, PodInfo
 from webhook.preemption.predicates import (
     host_port_conflicts,
@@ -142,9 +143,7 @@ class NodeFit:
 
 def same_info(a: PodInfo, b: PodInfo) -> bool:
     """The same pod: by UID when both have one (a dump), else by namespace/name (hand-written files)."""
-    if a.uid and b.uid:
-        return a.uid == b.uid
-    return a.namespace == b.namespace and a.name == b.name
+    return same_ref((a.namespace, a.name, a.uid), (b.namespace, b.name, b.uid))
 
 
 def node_status(preemptor: PodInfo, node: NodeInfo, fit: NodeFit) -> Failure | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.k8s import (
+    CREATE,
     INT32_MAX,
     INT32_MIN,
     POD_RESOURCE,
@@ -19,7 +20,7 @@ from webhook.k8s import (
     PREEMPTION_POLICIES,
 )
 from webhook.policy.class_model import ClassSet, is_int
-from webhook.policy.decision import CREATE, Request
+from webhook.policy.decision import Request
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.policy.class_model import InvalidObject as InvalidClass
 from webhook.policy.class_model import PriorityClass
 from webhook.preemption.cluster.pdb import InvalidPdb, Pdb
 from webhook.preemption.predicates import host_port_conflicts, is_terminal
@@ -98,7 +97,7 @@ def snapshot_classes(objects: Iterable[tuple[str, Any]]) -> list[PriorityClass]:
         if isinstance(obj, dict) and obj.get("kind") == "PriorityClass":
             try:
                 out.append(PriorityClass.from_object(obj))
-            except InvalidClass as err:
+            except InvalidObject as err:
                 raise InvalidSnapshot(f"{source}: PriorityClass: {err}") from None
     return out
 

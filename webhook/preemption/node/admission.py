@@ -25,6 +25,9 @@ from webhook.k8s import (
     CONFIG_SOURCE_ANNOTATION,
     MIRROR_POD_ANNOTATION,
     SYSTEM_CRITICAL_PRIORITY,
+    TERMINAL_PHASES,
+    pod_ref,
+    same_ref,
 )
 from webhook.preemption.node.victim_search import (
     ORDER_QOS,
@@ -41,13 +44,10 @@ from webhook.preemption.pods import (
     is_mirror_pod,
     is_static_pod,
     is_terminating,
-    pod_ref,
     preemptable,
     priority_of,
-    same_ref,
 )
 from webhook.preemption.predicates import (
-    TERMINAL_PHASES,
     Reason,
     is_terminal,
     non_resource_reasons,
@@ -174,7 +174,7 @@ def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
             facts = _facts(other)
         except InvalidObject as err:
             raise InvalidObject(f"pods[{i}] ({describe(other)}): {err}") from None
-        if facts.terminal or same_ref(ref, other):
+        if facts.terminal or same_ref(ref, pod_ref(other)):
             continue
         active.append(facts)
     return sorted(active, key=_Facts.admission_key)
