@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import re
 
 
 def add_output(parser: argparse.ArgumentParser, default: str = "json") -> None:
@@ -39,3 +41,28 @@ def add_context(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--context", metavar="NAME", help="kubeconfig context to use (default: the current one)"
     )
+
+
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def parse_bind(value: str, *, min_port: int = 1) -> tuple[str, int]:
+    """`HOST:PORT` or `[IPv6]:PORT` as (host, port), the host without brackets; ValueError says why not.
+
+    One set of rules for every listening flag: a host is required (an empty one would silently mean every
+    interface), an IPv6 address must be bracketed and valid, the port is ASCII digits in
+    `min_port`..65535 (0 asks the kernel for a free port, which only a server that reports it can use).
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise ValueError("no port")
+    if not _PORT.fullmatch(port) or not min_port <= int(port) <= 65535:
+        raise ValueError(f"port {port!r} out of range")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            host = str(ipaddress.IPv6Address(host[1:-1]))
+        except ValueError:
+            raise ValueError(f"{host} is not an IPv6 address") from None
+    elif not host or ":" in host or "[" in host or "]" in host or not host.isprintable() or " " in host:
+        raise ValueError(f"host {host!r} is not a host name or address (IPv6 goes in brackets)")
+    return host, int(port)

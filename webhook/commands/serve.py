@@ -7,7 +7,7 @@ import logging
 import ssl
 from pathlib import Path
 
-from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation
+from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
 from webhook.files.documents import InputError
 from webhook.policy.class_model import ClassStore
@@ -94,9 +94,11 @@ def _positive_float(text: str) -> float:
 
 
 def check_bind(bind: str) -> str:
-    host, sep, port = bind.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--bind: expected HOST:PORT with a port from 1 to 65535, got {bind!r}")
+    """gunicorn takes the flag as it is (`[::1]:8443` too), once it passed the shared rules."""
+    try:
+        parse_bind(bind, min_port=1)
+    except ValueError:
+        raise InputError(f"--bind: expected HOST:PORT with a port from 1 to 65535, got {bind!r}") from None
     return bind
 
 

@@ -7,7 +7,7 @@ import logging
 import signal
 import threading
 
-from webhook.commands.options import add_cluster
+from webhook.commands.options import add_cluster, parse_bind
 from webhook.files.documents import InputError
 from webhook.k8s import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
 
@@ -64,13 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_bind(value: str) -> tuple[str, int]:
-    """HOST:PORT, with [IPv6]:PORT; the one-line error names the flag."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InputError(f"--bind {value!r}: must be HOST:PORT with a port from 0 to 65535")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    return host or "0.0.0.0", int(port)
+def check_bind(value: str) -> tuple[str, int]:
+    """(host, port) by the shared rules; port 0 is allowed here (the sidecar logs the port it got)."""
+    try:
+        return parse_bind(value, min_port=0)
+    except ValueError:
+        raise InputError(f"--bind {value!r}: must be HOST:PORT with a port from 0 to 65535") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--critical-priority {args.critical_priority}: must be from 0 to {INT32_MAX}")
     if args.max_evictions_per_minute < 1:
         raise InputError(f"--max-evictions-per-minute {args.max_evictions_per_minute}: must be at least 1")
-    host, port = parse_bind(args.bind)
+    host, port = check_bind(args.bind)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = api_client(args.kubeconfig, args.in_cluster)
     settings = Settings(
