@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from webhook import __version__
 from webhook.commands import certs, plan, review, serve, sidecar, victims
 from webhook.files.documents import InputError
+from webhook.kube import ConfigError
 
 COMMANDS = (serve, review, victims, plan, certs, sidecar)
 PROG = "priority-webhook"
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except InputError as err:
+    except (InputError, ConfigError) as err:  # bad input, or a cluster configuration that cannot be used
         print(f"{PROG} {args.command}: error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ import pytest
 from tests.cache.conftest import pc
 from tests.kubeapi import KubeAPIServer
 from tests.support.wait import wait_for
-from webhook.files.documents import InputError
+from webhook.kube import ConfigError
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client
 from webhook.policy.class_model import ClassSet, PriorityClass
@@ -129,12 +129,12 @@ def test_api_client_reads_a_kubeconfig(api: KubeAPIServer, tmp_path) -> None:
     [(None, False), ("not: [valid", False), ("apiVersion: v1\nkind: Config\n", False), (None, True)],
     ids=["missing-file", "bad-yaml", "no-context", "not-in-a-pod"],
 )
-def test_api_client_errors_are_one_line_input_errors(tmp_path, monkeypatch, content, in_cluster) -> None:
+def test_api_client_errors_are_one_line_config_errors(tmp_path, monkeypatch, content, in_cluster) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     path = tmp_path / "kubeconfig"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(InputError) as err:
+    with pytest.raises(ConfigError) as err:  # the command line reports it like bad input
         api_client(str(path), in_cluster)
     assert "\n" not in str(err.value)
     assert ("in-cluster" in str(err.value)) == in_cluster

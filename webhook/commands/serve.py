@@ -10,6 +10,7 @@ from pathlib import Path
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
 from webhook.files.documents import InputError
+from webhook.kube import ConfigError
 from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import PodOptions
 
@@ -145,7 +146,7 @@ def _check_store(spec: StoreSpec) -> ClassStore | None:
 
     try:
         api_client(spec.kubeconfig, spec.in_cluster).close()
-    except InputError:
+    except ConfigError:
         raise
     except Exception as err:  # the kubernetes client raises several unrelated types for a bad config
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -13,7 +13,7 @@ import kubernetes.config
 import yaml
 from kubernetes.config.config_exception import ConfigException
 
-from webhook.files.documents import InputError
+from webhook.kube import ConfigError
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
@@ -32,12 +32,12 @@ def api_client(
 ) -> kubernetes.client.ApiClient:
     """A client for the cluster: `in_cluster` uses the pod's service account, else the kubeconfig file
     (None: `$KUBECONFIG` or `~/.kube/config`, as kubectl) and its `context` (None: the current one).
-    A bad or missing configuration is an InputError."""
+    A bad or missing configuration is a ConfigError."""
     configuration = kubernetes.client.Configuration()
     if not in_cluster:
         paths = kubeconfig_paths(kubeconfig)
         if not any(os.path.exists(p) for p in paths):
-            raise InputError(f"kubeconfig {', '.join(paths)}: not found")
+            raise ConfigError(f"kubeconfig {', '.join(paths)}: not found")
     try:
         if in_cluster:
             kubernetes.config.load_incluster_config(client_configuration=configuration)
@@ -47,5 +47,5 @@ def api_client(
     except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
         source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{source}: {detail}") from err
+        raise ConfigError(f"{source}: {detail}") from err
     return kubernetes.client.ApiClient(configuration)
