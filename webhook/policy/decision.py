@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +23,23 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool = True
-    patch: tuple[dict[str, Any], ...] = ()
     message: str = ""
     code: int = 200
     reason: str = ""
     warnings: tuple[str, ...] = field(default=())
+    # What admission sets on the pod: the spec fields whose value differs, in the order it sets them, and
+    # whether the pod has no spec object to set them in. Decisions read these; the wire form is `patch`.
+    spec_changes: Mapping[str, Any] = field(default_factory=dict)
+    new_spec: bool = False
+
+    @property
+    def patch(self) -> tuple[dict[str, Any], ...]:
+        """The changes as JSONPatch `add` operations (`add` also replaces an existing member)."""
+        if not self.spec_changes:
+            return ()
+        if self.new_spec:
+            return ({"op": "add", "path": "/spec", "value": dict(self.spec_changes)},)
+        return tuple({"op": "add", "path": f"/spec/{k}", "value": v} for k, v in self.spec_changes.items())
 
 
 ALLOW = Decision()

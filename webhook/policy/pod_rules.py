@@ -51,29 +51,24 @@ def validate_pod(request: Request, classes: ClassSet, options: PodOptions = DEFA
     if request.operation != CREATE:
         return ALLOW
     decision = admit_pod(request, classes, options)
-    if not decision.allowed or not decision.patch:
+    changes = decision.spec_changes
+    if not decision.allowed or not changes:
         return decision
-    op = decision.patch[0]
-    if op["path"] == "/spec":
-        field, want = "priority", op["value"]["priority"]
-    else:
-        field, want = op["path"].rsplit("/", 1)[1], op["value"]
-    return forbidden(request, f"spec.{field} is not set; priority admission requires {want!s}")
+    field = "priority" if decision.new_spec else next(iter(changes))
+    return forbidden(request, f"spec.{field} is not set; priority admission requires {changes[field]!s}")
 
 
 def _spec(pod: dict[str, Any]) -> dict[str, Any]:
     return pod.get("spec") or {}
 
 
-def _patch(pod: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    """JSONPatch `add` ops for the fields whose value differs (add replaces an existing member)."""
+def _set(pod: dict[str, Any], fields: dict[str, Any], warnings: tuple[str, ...] = ()) -> Decision:
+    """Allow, setting the fields whose value differs (warnings only go with a change)."""
     spec = _spec(pod)
     changed = {k: v for k, v in fields.items() if spec.get(k) != v or k not in spec}
     if not changed:
-        return ()
-    if not isinstance(pod.get("spec"), dict):
-        return ({"op": "add", "path": "/spec", "value": changed},)
-    return tuple({"op": "add", "path": f"/spec/{k}", "value": v} for k, v in changed.items())
+        return ALLOW
+    return Decision(spec_changes=changed, new_spec=not isinstance(pod.get("spec"), dict), warnings=warnings)
 
 
 def _carry_over(pod: dict[str, Any], old: dict[str, Any]) -> Decision:
@@ -84,7 +79,7 @@ def _carry_over(pod: dict[str, Any], old: dict[str, Any]) -> Decision:
         for k in ("priority", "preemptionPolicy")
         if spec.get(k) is None and old_spec.get(k) is not None
     }
-    return Decision(patch=_patch(pod, fields)) if fields else ALLOW
+    return _set(pod, fields)
 
 
 def _is_legacy_critical(request: Request, pod: dict[str, Any]) -> bool:
@@ -139,8 +134,7 @@ def _resolve(request: Request, classes: ClassSet, options: PodOptions) -> Decisi
                 f"priority admission controller computed {policy} from the given PriorityClass name",
             )
         fields["preemptionPolicy"] = policy
-    patch = _patch(pod, fields)
-    return Decision(patch=patch, warnings=tuple(warnings) if patch else ())
+    return _set(pod, fields, tuple(warnings))
 
 
 def _set_by_in_tree_plugin(priority: Any, policy: Any, classes: ClassSet) -> bool:

@@ -61,14 +61,8 @@ def resolve_priority(
         decision = admit_pod(request, classes, options)
         if not decision.allowed:
             raise UnresolvablePriority(decision.message)
-        fields: dict[str, Any] = {}
-        for op in decision.patch:
-            if op["path"] == "/spec":
-                fields.update(op["value"])
-            else:
-                fields[op["path"].rsplit("/", 1)[1]] = op["value"]
-        priority = fields.get("priority", 0)
-        policy = fields.get("preemptionPolicy", policy)
+        priority = decision.spec_changes.get("priority", 0)
+        policy = decision.spec_changes.get("preemptionPolicy", policy)
     if not is_int(priority) or not INT32_MIN <= priority <= INT32_MAX:
         raise UnresolvablePriority(f"spec.priority: must be a 32-bit integer, got {priority!r}")
     if policy is None:
