@@ -168,7 +168,8 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
 
     Raises MalformedReview for an object the schemas refuse."""
     group, version, resource = OBJECT_KINDS[obj["kind"]]
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    raw_meta = obj.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     request: dict[str, Any] = {
         "uid": str(uuid.uuid4()),
         "kind": {"group": group, "version": version, "kind": obj["kind"]},

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.files.documents import InputError, load_objects
-from webhook.k8s import CREATE, PRIORITY_CLASS_RESOURCE
-from webhook.policy.class_model import ClassSet, InvalidObject, PriorityClass, StaticClassStore
+from webhook.k8s import CREATE, PRIORITY_CLASS_RESOURCE, InvalidObject
+from webhook.policy.class_model import ClassSet, PriorityClass, StaticClassStore
 from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import Request
 

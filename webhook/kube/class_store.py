@@ -19,8 +19,9 @@ from typing import Any
 
 import kubernetes.client
 
+from webhook.k8s import InvalidObject
 from webhook.kube.reflector import Reflector
-from webhook.policy.class_model import ClassSet, InvalidObject, PriorityClass
+from webhook.policy.class_model import ClassSet, PriorityClass
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class ClusterClassStore:
         with self._lock:
             if event_type == "DELETED":
                 name = (obj.get("metadata") or {}).get("name")
-                if self._by_name.pop(name, None) is None:
+                if not isinstance(name, str) or self._by_name.pop(name, None) is None:
                     return
             else:
                 pc = _read(obj)

@@ -61,7 +61,7 @@ def call_json(
     response.read()
     if not 200 <= response.status <= 299:
         raise ApiException.from_response(
-            http_resp=response, body=response.data.decode("utf-8", "replace"), data=None
+            http_resp=response, body=(response.data or b"").decode("utf-8", "replace"), data=None
         )
     return json.loads(response.data) if response.data else None
 

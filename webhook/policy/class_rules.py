@@ -16,8 +16,9 @@ from webhook.k8s import (
     HIGHEST_USER_DEFINABLE_PRIORITY,
     SYSTEM_PRIORITY_CLASS_PREFIX,
     UPDATE,
+    InvalidObject,
 )
-from webhook.policy.class_model import SYSTEM_CLASSES_BY_NAME, ClassSet, InvalidObject, PriorityClass
+from webhook.policy.class_model import SYSTEM_CLASSES_BY_NAME, ClassSet, PriorityClass
 from webhook.policy.decision import ALLOW, Decision, Request, forbidden, object_name
 
 

@@ -51,7 +51,7 @@ def object_name(request: Request) -> str:
         meta = (obj or {}).get("metadata") or {}
         for key in ("name", "generateName"):
             if meta.get(key):
-                return meta[key]
+                return str(meta[key])
     return request.name or "Unknown"
 
 

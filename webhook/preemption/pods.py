@@ -18,7 +18,8 @@ API_SOURCE = "api"
 
 def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = field(pod, "metadata", "pod", default={})
-    return field(meta, "annotations", "metadata", default={})
+    annotations: Mapping[str, Any] = field(meta, "annotations", "metadata", default={})
+    return annotations
 
 
 def is_mirror_pod(pod: Mapping[str, Any]) -> bool:

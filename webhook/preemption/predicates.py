@@ -123,7 +123,8 @@ def resource_reasons(
 
 
 def _meta(obj: Mapping[str, Any], what: str) -> Mapping[str, Any]:
-    return field(obj, "metadata", what, default={})
+    meta: Mapping[str, Any] = field(obj, "metadata", what, default={})
+    return meta
 
 
 def node_name_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | None:
@@ -135,7 +136,8 @@ def node_name_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reaso
 
 
 def _labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    return field(_meta(node, "node"), "labels", "node.metadata", default={})
+    labels: Mapping[str, Any] = field(_meta(node, "node"), "labels", "node.metadata", default={})
+    return labels
 
 
 def _requirement_matches(req: Any, labels: Mapping[str, Any]) -> bool:
@@ -174,9 +176,9 @@ def _field_matches(req: Any, node_name: Any) -> bool:
     if not isinstance(values, list) or len(values) != 1:
         return False
     if req.get("operator") == "In":
-        return node_name == values[0]
+        return bool(node_name == values[0])
     if req.get("operator") == "NotIn":
-        return node_name != values[0]
+        return bool(node_name != values[0])
     return False
 
 
@@ -212,7 +214,8 @@ def node_selector_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> R
 
 def _text(obj: Mapping[str, Any], key: str, path: str) -> str:
     """A string field; absent/null is "" (as Go's zero value)."""
-    return field(obj, key, path, str, "")
+    text: str = field(obj, key, path, str, "")
+    return text
 
 
 def _host_ports(pod: Mapping[str, Any]) -> Iterable[tuple[str, str, int]]:

@@ -20,7 +20,8 @@ BEST_EFFORT = "BestEffort"
 
 
 def _raw(resources: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
-    return field(resources, key, path, default={})
+    value: dict[str, Any] = field(resources, key, path, default={})
+    return value
 
 
 def resource_qos(resources: Any, path: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity as _k8s_parse_quantity
 
-from webhook.k8s import InvalidObject
+from webhook.k8s import InvalidObject as InvalidObject  # raised by every reader of objects here
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -76,7 +76,7 @@ def _nano_cached(value: str) -> int | None:
     if not _QUANTITY.fullmatch(value):
         return None
     try:
-        amount = _k8s_parse_quantity(value)
+        amount: Decimal = _k8s_parse_quantity(value)  # type: ignore[no-untyped-call]
     except ValueError:
         return None
     if amount < 0:
@@ -124,7 +124,7 @@ def _resource_list(obj: Any, key: str, path: str) -> dict[str, int]:
 
 
 def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    items = field(spec, key, "spec", list, [])
+    items: list[dict[str, Any]] = field(spec, key, "spec", list, [])
     for i, c in enumerate(items):
         if not isinstance(c, dict):
             raise InvalidObject(f"spec.{key}[{i}]: must be an object, got {_type_name(c)}")
@@ -181,7 +181,8 @@ def aggregate_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
 def spec_of(pod: Any) -> Mapping[str, Any]:
     if not isinstance(pod, dict):
         raise InvalidObject(f"pod: must be an object, got {_type_name(pod)}")
-    return field(pod, "spec", "pod", default={})
+    spec: Mapping[str, Any] = field(pod, "spec", "pod", default={})
+    return spec
 
 
 def is_supported_pod_level_resource(name: str) -> bool:

@@ -127,7 +127,7 @@ def metrics_dir() -> Iterator[Path]:
     parent = os.environ.get(METRICS_ENV) or None
     path = Path(tempfile.mkdtemp(prefix="priority-webhook-metrics-", dir=parent))
     os.environ[METRICS_ENV] = str(path)
-    values = sys.modules.get("prometheus_client.values")
+    values: Any = sys.modules.get("prometheus_client.values")
     if values is not None:  # imported early by some other module: metrics made from now on use the dir
         values.ValueClass = values.get_value_class()
     owner = os.getpid()

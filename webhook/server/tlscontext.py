@@ -69,7 +69,7 @@ class BoundedServerContext(ssl.SSLContext):
     handshake_timeout: float = HANDSHAKE_TIMEOUT
     sslsocket_class = _QuietTimeoutSocket
 
-    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         sock.settimeout(self.handshake_timeout)
         return super().wrap_socket(sock, *args, **kwargs)
 

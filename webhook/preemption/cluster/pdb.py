@@ -94,8 +94,8 @@ def parse_selector(raw: Any, field: str) -> Selector:
     for i, expr in enumerate(expressions):
         where = f"{field}.matchExpressions[{i}]"
         expr = _mapping(expr, where)
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if not isinstance(key, str) or not key:
+        raw_key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if not isinstance(raw_key, str) or not raw_key:
             raise InvalidPdb(f"{where}.key: must be a non-empty string")
         if op not in OPERATORS:
             raise InvalidPdb(f"{where}.operator: must be one of {', '.join(OPERATORS)}, got {op!r}")
@@ -105,7 +105,7 @@ def parse_selector(raw: Any, field: str) -> Selector:
             raise InvalidPdb(f"{where}.values: must be non-empty for operator {op}")
         if op in (EXISTS, DOES_NOT_EXIST) and values:
             raise InvalidPdb(f"{where}.values: must be empty for operator {op}")
-        requirements.append(Requirement(key, op, frozenset(values)))
+        requirements.append(Requirement(raw_key, op, frozenset(values)))
     return Selector(tuple(requirements))
 
 
@@ -118,11 +118,16 @@ def _mapping(value: Any, field: str) -> Mapping[str, Any]:
 
 
 class LabeledPod(Protocol):
-    """What the PDB split reads of a pod."""
+    """What the PDB split reads of a pod (read-only, so a dataclass with a `dict` of labels fits)."""
 
-    namespace: str
-    name: str
-    labels: Mapping[str, str]
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 
 V = TypeVar("V", bound=LabeledPod)

@@ -300,7 +300,8 @@ def _with_prefix(what: str, fn: Any, obj: Any) -> Any:
 def victim_summary(victim: Candidate) -> dict[str, Any]:
     """The contract's victim entry: namespace, name, uid, qosClass, priority, terminating (already being
     deleted: its room comes without an eviction)."""
-    meta = victim.pod.get("metadata") if isinstance(victim.pod.get("metadata"), Mapping) else {}
+    raw_meta = victim.pod.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     return {
         "namespace": meta.get("namespace"),
         "name": meta.get("name"),
