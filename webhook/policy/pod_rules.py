@@ -120,21 +120,22 @@ def _resolve(request: Request, classes: ClassSet, options: PodOptions) -> Decisi
         client_priority = client_policy = None
         warnings.append("spec.priority 0 set by the in-tree Priority plugin was replaced")
     if client_priority is not None and client_priority != priority:
-        return forbidden(
-            request,
-            f"the integer value of priority ({client_priority}) must not be provided in pod spec; "
-            f"priority admission controller computed {priority} from the given PriorityClass name",
-        )
+        return _client_set(request, "the integer value of priority", client_priority, priority)
     fields["priority"] = priority
     if policy is not None:
         if client_policy is not None and client_policy != policy:
-            return forbidden(
-                request,
-                f"the string value of PreemptionPolicy ({client_policy}) must not be provided in pod spec; "
-                f"priority admission controller computed {policy} from the given PriorityClass name",
-            )
+            return _client_set(request, "the string value of PreemptionPolicy", client_policy, policy)
         fields["preemptionPolicy"] = policy
     return _set(pod, fields, tuple(warnings))
+
+
+def _client_set(request: Request, what: str, given: Any, computed: Any) -> Decision:
+    """A client-set field that differs from what the class gives: upstream's refusal, word for word."""
+    return forbidden(
+        request,
+        f"{what} ({given}) must not be provided in pod spec; "
+        f"priority admission controller computed {computed} from the given PriorityClass name",
+    )
 
 
 def _set_by_in_tree_plugin(priority: Any, policy: Any, classes: ClassSet) -> bool:

@@ -19,11 +19,7 @@ _EMPTY_NODE: dict[str, Any] = {"metadata": {"name": ""}, "spec": {"taints": []}}
 
 def check_pod(pod: Any) -> None:
     """Raises InvalidObject naming the first unreadable field of a Pod."""
-    if not isinstance(pod, Mapping):
-        raise InvalidObject(f"must be a Pod object, got {type(pod).__name__}")
-    kind = pod.get("kind")
-    if kind is not None and kind != "Pod":
-        raise InvalidObject(f"kind: expected Pod, got {kind!r}")  # the CLI bounds the line
+    _check_kind(pod, "Pod")
     meta = field(pod, "metadata", "pod", default={})
     field(meta, "annotations", "metadata", default={})
     field(pod, "status", "pod", default={})
@@ -47,12 +43,17 @@ def check_pod(pod: Any) -> None:
 
 def check_node(node: Any) -> None:
     """Raises InvalidObject naming the first unreadable field of a Node."""
-    if not isinstance(node, Mapping):
-        raise InvalidObject(f"must be a Node object, got {type(node).__name__}")
-    kind = node.get("kind")
-    if kind is not None and kind != "Node":
-        raise InvalidObject(f"kind: expected Node, got {kind!r}")  # the CLI bounds the line
+    _check_kind(node, "Node")
     meta = field(node, "metadata", "node", default={})
     field(meta, "labels", "metadata", default={})
     node_allocatable(node)
     untolerated_taint({"spec": {}}, node)
+
+
+def _check_kind(obj: Any, kind: str) -> None:
+    """An object, of `kind` when it says (files written by hand often leave kind out)."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"must be a {kind} object, got {type(obj).__name__}")
+    said = obj.get("kind")
+    if said is not None and said != kind:
+        raise InvalidObject(f"kind: expected {kind}, got {said!r}")  # the CLI bounds the line
