@@ -152,8 +152,10 @@ def test_sampling_with_enough_candidates_finds_the_same_node(cluster, offset):
     sampled = run(pre, objects, now=NOW, sample=True, offset=offset)
     assert sampled.outcome == full.outcome
     if full.outcome == PREEMPT:
-        score = lambda r: next(tuple(f(c) for f in score_functions(NOW)) for c in r.candidates  # noqa: E731
-                               if c.node.name == r.node)
+
+        def score(r):
+            return next(tuple(f(c) for f in score_functions(NOW)) for c in r.candidates if c.node.name == r.node)
+
         assert score(sampled) == score(full)
         assert {c.node.name for c in sampled.candidates} == {c.node.name for c in full.candidates}
 
