@@ -29,12 +29,12 @@ from plan_snapshot import PREEMPTOR, generate  # the script's own directory is o
 
 from webhook.commands.plan import _resolver, without_gc
 from webhook.files.documents import load_one
+from webhook.files.snapshot_file import stream_objects
 from webhook.policy.class_model import StaticClassStore
 from webhook.policy.pod_rules import PodOptions
 from webhook.preemption.cluster.filter import same_info
 from webhook.preemption.cluster.planner import PlanOptions, plan
 from webhook.preemption.cluster.snapshot import SnapshotBuilder, read_pod
-from webhook.snapshot_file import stream_objects
 
 BASELINE = "import json, sys\nwith open(sys.argv[1]) as f:\n    json.load(f)\n"
 

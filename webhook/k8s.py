@@ -72,3 +72,10 @@ def same_ref(a: PodRef, b: PodRef) -> bool:
 def same_pod(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """`same_ref` of two pod objects."""
     return same_ref(pod_ref(a), pod_ref(b))
+
+
+def section(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """`obj[key]` when it is an object (metadata, spec, annotations, ...), else an empty one: offline input
+    may hold anything there, and its validation speaks of it elsewhere."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}

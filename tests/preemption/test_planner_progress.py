@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.preemption.planner_data.builders import HIGH, LOW, VL, L, node, pod
-from webhook.progress import DELAY_VARIABLE
+from webhook.commands.progress import DELAY_VARIABLE
 
 NODES = 200  # the dry run tells its progress every 64 nodes
 

@@ -10,7 +10,7 @@ import yaml
 
 from tests.preemption.planner_data.builders import LOW, L, node, pod
 from webhook.files.documents import InputError, load_objects
-from webhook.snapshot_file import stream_objects
+from webhook.files.snapshot_file import stream_objects
 
 
 def kubectl_list(*items):

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
+from webhook.commands.progress import Progress
 from webhook.files.class_files import load_classes
 from webhook.files.documents import InputError, dump, load_one
+from webhook.files.snapshot_file import stream_objects
 from webhook.objects.defaults import pod_to_create
 from webhook.objects.names import invalid_pod
 from webhook.policy.class_model import ClassSet, StaticClassStore
@@ -37,8 +39,6 @@ from webhook.preemption.cluster.snapshot import (
 )
 from webhook.preemption.resources import InvalidObject
 from webhook.preemption.validate import check_pod
-from webhook.progress import Progress
-from webhook.snapshot_file import stream_objects
 
 
 def register(sub: argparse._SubParsersAction) -> None:

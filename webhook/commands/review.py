@@ -18,7 +18,7 @@ import jsonpatch
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
 from webhook.files.documents import InputError, dump, load_objects
-from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR
+from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR, section
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
@@ -127,7 +127,7 @@ def _review(source: str, doc: dict[str, Any], state: _Run) -> Any:
 
 def _namespace(source: str, obj: dict[str, Any], state: _Run) -> str:
     """The object's namespace, or -n, or default; a conflict is refused as kubectl refuses it."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = section(obj, "metadata")
     own = meta.get("namespace")
     if not isinstance(own, str):
         own = None  # reported by the object's schema as metadata.namespace
@@ -141,7 +141,7 @@ def _namespace(source: str, obj: dict[str, Any], state: _Run) -> str:
 
 def _invalid(kind: str, obj: dict[str, Any], namespace: str | None) -> bool:
     """Name and namespace as the API server validates them; prints its error and says whether any."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = section(obj, "metadata")
     checked = {**obj, "metadata": {**meta, "namespace": namespace}} if namespace is not None else obj
     message = invalid_object(kind, checked, namespaced=namespace is not None)
     if message:
@@ -210,8 +210,8 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
         raise InputError(f"{source}: {where}.{str(err).removeprefix('request.object.')}") from None
     if not isinstance(admitted, dict):  # a Decision: the pods would be forbidden
         name = _name(obj)
-        err = admitted.message.split(" is forbidden: ", 1)[-1]
-        print(f"Error from server ({admitted.reason}): {workload_message(kind, namespace, name, err)}",
+        why = admitted.message.split(" is forbidden: ", 1)[-1]
+        print(f"Error from server ({admitted.reason}): {workload_message(kind, namespace, name, why)}",
               file=sys.stderr)
         return None
     if "spec" not in admitted:
@@ -220,7 +220,7 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
 
 
 def _name(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = section(obj, "metadata")
     for key in ("name", "generateName"):
         if isinstance(meta.get(key), str) and meta[key]:
             return meta[key]

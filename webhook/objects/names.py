@@ -130,7 +130,8 @@ def invalid_object(kind: str, obj: Any, *, namespaced: bool) -> str | None:
     error plain, several in brackets, as the API server joins them), or None when both are valid. An
     object with only generateName is named first, as the API server does."""
     meta = _meta(obj)
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    raw_name = meta.get("name")
+    name: str = raw_name if isinstance(raw_name, str) else ""
     generate = meta.get("generateName")
     if not name and isinstance(generate, str) and generate:
         name = generated_name(generate)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.k8s import section
+
 # kind -> (API group, resource, path of the pod template).
 WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "Deployment": ("apps", "deployments", ("spec", "template")),
@@ -54,7 +56,7 @@ def with_template(obj: dict[str, Any], kind: str, template: dict[str, Any]) -> d
 
 def template_pod(template: dict[str, Any], namespace: str) -> dict[str, Any]:
     """The pod a controller makes of the template: its metadata and spec, in the workload's namespace."""
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    meta = section(template, "metadata")
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",

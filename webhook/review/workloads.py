@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.k8s import POD_RESOURCE
+from webhook.k8s import CREATE, POD_RESOURCE, UPDATE, section
 from webhook.objects.workloads import WORKLOAD_RESOURCES, pod_template, template_pod
 from webhook.policy.class_model import ClassSet
-from webhook.policy.decision import ALLOW, CREATE, UPDATE, Decision, Request
+from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
 from webhook.review.fastpath import pod_ok
 
@@ -79,9 +79,9 @@ def _priority_view(template: Any) -> Any:
     """What the pods' priority depends on: the class, the priority fields, and the legacy annotation."""
     if not isinstance(template, dict):
         return None
-    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    spec = section(template, "spec")
+    meta = section(template, "metadata")
+    annotations = section(meta, "annotations")
     return (
         spec.get("priorityClassName"),
         spec.get("priority"),
