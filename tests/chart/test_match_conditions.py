@@ -17,9 +17,9 @@ import celpy
 import pytest
 
 from tests.chart.rendering import FULLNAME, Rendered
-from webhook.k8s import POD_RESOURCE
+from webhook.k8s import CREATE, POD_RESOURCE, UPDATE
 from webhook.policy.class_model import ClassSet
-from webhook.policy.decision import CREATE, UPDATE, Request
+from webhook.policy.decision import Request
 from webhook.policy.pod_rules import admit_pod
 
 Render = Callable[[dict[str, Any]], Rendered]

@@ -125,5 +125,5 @@ def test_what_orjson_cannot_read_goes_to_the_strict_reader(tmp_path, special):
 
 
 def test_missing_file_is_named(tmp_path):
-    with pytest.raises(InputError, match=r"none\.json: No such file or directory"):
+    with pytest.raises(InputError, match=r"none\.json: not found"):
         list(stream_objects(str(tmp_path / "none.json")))

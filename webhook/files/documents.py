@@ -17,16 +17,21 @@ class InputError(ValueError):
     """Bad command-line input; the message is one line naming the file and the problem."""
 
 
+def file_error(path: str, err: OSError) -> InputError:
+    """One wording for a file that cannot be read, whichever reader met it."""
+    if isinstance(err, FileNotFoundError):
+        return InputError(f"{path}: not found")
+    return InputError(f"{path}: {err.strerror or err}")
+
+
 def read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: not found") from None
     except OSError as err:
-        raise InputError(f"{path}: {err.strerror or err}") from None
+        raise file_error(path, err) from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
 

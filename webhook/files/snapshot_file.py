@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from webhook.files.documents import InputError, parse_documents
+from webhook.files.documents import InputError, file_error, parse_documents
 
 CHUNK_BYTES = 64 << 10  # parsed objects stay in the CPU cache until read and freed: 1.5x faster than 4 MiB
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all) of one file; total 0 when unknown
@@ -65,7 +65,7 @@ def read_bytes(path: str) -> bytearray:
                 data += more
             return data
     except OSError as err:
-        raise InputError(f"{path}: {err.strerror or err}") from None
+        raise file_error(path, err) from None
 
 
 def stream_objects(
