@@ -66,18 +66,31 @@ WARMUP = 10
 NAMESPACE = "admission-bench"
 ENV_WORD = re.compile(r"^[A-Z][A-Z0-9_]*=")  # in a variant's words: an environment variable, not an argument
 CHART_SERVER_ARGS = ("--workers", "2", "--threads", "4")  # the chart's defaults (values.yaml: webhook.*)
-CLASS = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-         "metadata": {"name": "bench-high"}, "value": 100000, "description": "admission benchmark"}
+CLASS = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "bench-high"},
+    "value": 100000,
+    "description": "admission benchmark",
+}
 
 
 def pod(name: str) -> dict[str, Any]:
     """A small, ordinary pod naming a PriorityClass: the webhook resolves it and patches the priority."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},
-        "spec": {"priorityClassName": CLASS["metadata"]["name"],
-                 "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
-                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
+        "spec": {
+            "priorityClassName": CLASS["metadata"]["name"],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        },
     }
 
 
@@ -98,8 +111,9 @@ class PodClient:
         body = json.dumps(pod(f"bench-{uuid.uuid4().hex[:12]}")).encode()
         params = {"dryRun": "All"} if kind == "dry-run" else None
         started = time.perf_counter()
-        answer = self.session.post(self.url, params=params, data=body, timeout=30,
-                                   headers={"Content-Type": "application/json"})
+        answer = self.session.post(
+            self.url, params=params, data=body, timeout=30, headers={"Content-Type": "application/json"}
+        )
         elapsed = (time.perf_counter() - started) * 1000
         if answer.status_code != 201:
             raise RuntimeError(f"pod {kind}: HTTP {answer.status_code}: {answer.text[:300]}")
@@ -126,8 +140,10 @@ def direct_pair(server: WebhookServer, namespace: str) -> float:
     obj["metadata"]["namespace"] = namespace
     started = time.perf_counter()
     mutated = server.review("/mutate", review(obj))
-    patched = {**obj, "spec": {**obj["spec"], "priority": CLASS["value"],
-                               "preemptionPolicy": "PreemptLowerPriority"}}
+    patched = {
+        **obj,
+        "spec": {**obj["spec"], "priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"},
+    }
     validated = server.review("/validate", review(patched))
     elapsed = (time.perf_counter() - started) * 1000
     for answer in (mutated, validated):
@@ -191,13 +207,18 @@ class Switch:
         target = next((hook for hook in self.webhooks if hook.name == name), None)
         if target is None:
             for config in self.webhooks[0].configurations:  # same names for every arm
-                self.cluster.kubectl("delete", config["kind"].lower(), config["metadata"]["name"],
-                                     "--ignore-not-found")
+                self.cluster.kubectl(
+                    "delete", config["kind"].lower(), config["metadata"]["name"], "--ignore-not-found"
+                )
         else:
             self.cluster.apply(*target.configurations)
         expected = [CALLS_PER_POD if hook is target else 0 for hook in self.webhooks]
-        wait_for(lambda: self._calls_per_probe(target) == expected, timeout=60, interval=0.05,
-                 what=f"the API server to call {'no webhook' if target is None else name} only")
+        wait_for(
+            lambda: self._calls_per_probe(target) == expected,
+            timeout=60,
+            interval=0.05,
+            what=f"the API server to call {'no webhook' if target is None else name} only",
+        )
         self.current = name
 
 
@@ -222,8 +243,9 @@ class Results:
             for arm, values in by_arm.items():
                 if arm != NONE:
                     figures = stats(values)
-                    out[kind][arm]["added"] = {key: round(figures[key] - base[key], 2)
-                                               for key in ("p50", "p99", "mean")}
+                    out[kind][arm]["added"] = {
+                        key: round(figures[key] - base[key], 2) for key in ("p50", "p99", "mean")
+                    }
         for arm, server in self.server.items():
             calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
             out.setdefault("server", {})[arm] = {
@@ -245,12 +267,21 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": round(percentile(values, 50), 2),
-            "p99": round(percentile(values, 99), 2), "mean": round(statistics.fmean(values), 2)}
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50), 2),
+        "p99": round(percentile(values, 99), 2),
+        "mean": round(statistics.fmean(values), 2),
+    }
 
 
 def run_rounds(
-    cluster: ControlPlane, namespace: str, webhooks: Sequence[Webhook], *, requests_per_arm: int, rounds: int,
+    cluster: ControlPlane,
+    namespace: str,
+    webhooks: Sequence[Webhook],
+    *,
+    requests_per_arm: int,
+    rounds: int,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Results:
     """Interleaved rounds over the arms ("none" and each webhook), both kinds of creation in each."""
@@ -260,8 +291,9 @@ def run_rounds(
     switch = Switch(cluster, client, webhooks)
     before = {hook.name: reviews_answered(hook.server) for hook in webhooks}
     seen: dict[str, set[int]] = {hook.name: set() for hook in webhooks}
-    per_round = [requests_per_arm // rounds + (1 if r < requests_per_arm % rounds else 0)
-                 for r in range(rounds)]
+    per_round = [
+        requests_per_arm // rounds + (1 if r < requests_per_arm % rounds else 0) for r in range(rounds)
+    ]
     try:
         for number, count in enumerate(per_round):
             order = arms if number % 2 == 0 else arms[::-1]
@@ -281,15 +313,18 @@ def run_rounds(
                 if hook is not None:
                     seen[arm] |= connections_to(hook.server.port)
                     results.direct.setdefault(arm, []).extend(
-                        direct_pair(hook.server, namespace) for _ in range(count))
+                        direct_pair(hook.server, namespace) for _ in range(count)
+                    )
             progress(f"round {number + 1}/{rounds}: {count} of each kind per arm")
         switch.to(NONE)
     finally:
         client.close()
     for hook in webhooks:
         count, seconds = reviews_answered(hook.server)
-        results.server[hook.name] = {"count": count - before[hook.name][0],
-                                     "seconds": seconds - before[hook.name][1]}
+        results.server[hook.name] = {
+            "count": count - before[hook.name][0],
+            "seconds": seconds - before[hook.name][1],
+        }
         results.connections[hook.name] = len(seen[hook.name])
     return results
 
@@ -318,27 +353,53 @@ def serving(
             folder.mkdir(parents=True, exist_ok=True)
             env = dict(word.split("=", 1) for word in words if ENV_WORD.match(word))
             args = [word for word in words if not ENV_WORD.match(word)]
-            server = stack.enter_context(webhook_server(
-                folder, "--kubeconfig", str(cluster.kubeconfig), *args, cert_dir=cert_dir, env=env))
-            wait_for(lambda s=server: s.session.get(s.url + "/readyz", timeout=5).status_code == 200,
-                     timeout=60, interval=0.1, what=f"webhook {name} to sync its class cache")
+            server = stack.enter_context(
+                webhook_server(
+                    folder, "--kubeconfig", str(cluster.kubeconfig), *args, cert_dir=cert_dir, env=env
+                )
+            )
+            wait_for(
+                lambda s=server: s.session.get(s.url + "/readyz", timeout=5).status_code == 200,
+                timeout=60,
+                interval=0.1,
+                what=f"webhook {name} to sync its class cache",
+            )
             hooks.append(Webhook(name, server, chart_webhook_configurations(server.url, ca_bundle)))
         try:
             yield hooks
         finally:
             for config in hooks[0].configurations if hooks else []:
-                cluster.kubectl("delete", config["kind"].lower(), config["metadata"]["name"],
-                                "--ignore-not-found", check=False)
+                cluster.kubectl(
+                    "delete",
+                    config["kind"].lower(),
+                    config["metadata"]["name"],
+                    "--ignore-not-found",
+                    check=False,
+                )
 
 
 def cleanup_pods(cluster: ControlPlane, namespace: str) -> None:
-    cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--wait=false",
-                    check=False, timeout=300)
+    cluster.kubectl(
+        "delete",
+        "pods",
+        "--all",
+        "-n",
+        namespace,
+        "--grace-period=0",
+        "--wait=false",
+        check=False,
+        timeout=300,
+    )
 
 
 def measure(
-    cluster: ControlPlane, workdir: Path, *, requests_per_arm: int, rounds: int,
-    variants: dict[str, Sequence[str]] | None = None, namespace: str = NAMESPACE,
+    cluster: ControlPlane,
+    workdir: Path,
+    *,
+    requests_per_arm: int,
+    rounds: int,
+    variants: dict[str, Sequence[str]] | None = None,
+    namespace: str = NAMESPACE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """The whole measurement on a running cluster: returns the summary (see Results.summary)."""
@@ -346,14 +407,18 @@ def measure(
     prepare_namespace(cluster, namespace)
     try:
         with serving(cluster, workdir, variants) as hooks:
-            results = run_rounds(cluster, namespace, hooks, requests_per_arm=requests_per_arm, rounds=rounds,
-                                 progress=progress)
+            results = run_rounds(
+                cluster, namespace, hooks, requests_per_arm=requests_per_arm, rounds=rounds, progress=progress
+            )
     finally:
         cleanup_pods(cluster, namespace)
     summary = results.summary()
-    summary["config"] = {"requests_per_arm": requests_per_arm, "rounds": rounds,
-                         "variants": {name: " ".join(args) for name, args in variants.items()},
-                         "kube_apiserver": cluster.version}
+    summary["config"] = {
+        "requests_per_arm": requests_per_arm,
+        "rounds": rounds,
+        "variants": {name: " ".join(args) for name, args in variants.items()},
+        "kube_apiserver": cluster.version,
+    }
     return summary
 
 
@@ -363,20 +428,29 @@ def report(summary: dict[str, Any]) -> str:
         by_arm = summary[kind]
         for arm, figures in by_arm.items():
             added = figures.get("added")
-            extra = (f"   added p50 {added['p50']:+.2f}  p99 {added['p99']:+.2f}  "
-                     f"mean {added['mean']:+.2f} ms" if added else "")
-            lines.append(f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
-                         f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}")
+            extra = (
+                f"   added p50 {added['p50']:+.2f}  p99 {added['p99']:+.2f}  mean {added['mean']:+.2f} ms"
+                if added
+                else ""
+            )
+            lines.append(
+                f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
+                f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}"
+            )
     for arm, server in summary.get("server", {}).items():
-        lines.append(f"server   {arm:12} {server['reviews']} reviews, {server['mean_ms_per_review']:.3f} ms "
-                     f"each in the app; {server['apiserver_calls']} calls timed by the API server, "
-                     f"{server['apiserver_mean_ms_per_call']:.3f} ms each; "
-                     f"{server['connections']} API-server connection(s) seen")
+        lines.append(
+            f"server   {arm:12} {server['reviews']} reviews, {server['mean_ms_per_review']:.3f} ms "
+            f"each in the app; {server['apiserver_calls']} calls timed by the API server, "
+            f"{server['apiserver_mean_ms_per_call']:.3f} ms each; "
+            f"{server['connections']} API-server connection(s) seen"
+        )
         direct = server.get("direct_pair")
         if direct:
-            lines.append(f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
-                         f"p99 {direct['p99']:6.2f}  mean {direct['mean']:6.2f} ms  "
-                         "(mutate + validate sent straight to the server)")
+            lines.append(
+                f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
+                f"p99 {direct['p99']:6.2f}  mean {direct['mean']:6.2f} ms  "
+                "(mutate + validate sent straight to the server)"
+            )
     return "\n".join(lines)
 
 
@@ -394,11 +468,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000, help="per arm and kind (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default: %(default)s)")
-    parser.add_argument("--server-args", default=" ".join(CHART_SERVER_ARGS),
-                        help="serve arguments of the 'webhook' arm (default: the chart's: %(default)s)")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
-                        help="another webhook arm with these serve arguments, and VAR=VALUE words as its "
-                        "environment (repeatable)")
+    parser.add_argument(
+        "--server-args",
+        default=" ".join(CHART_SERVER_ARGS),
+        help="serve arguments of the 'webhook' arm (default: the chart's: %(default)s)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="another webhook arm with these serve arguments, and VAR=VALUE words as its "
+        "environment (repeatable)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
@@ -410,8 +492,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = Path(tmp)
         with ControlPlane.start(workdir / "envtest") as cluster:
             print(f"kube-apiserver {cluster.version}; arms: {NONE}, {', '.join(variants)}", flush=True)
-            summary = measure(cluster, workdir, requests_per_arm=args.requests, rounds=args.rounds,
-                              variants=variants, progress=lambda line: print(line, flush=True))
+            summary = measure(
+                cluster,
+                workdir,
+                requests_per_arm=args.requests,
+                rounds=args.rounds,
+                variants=variants,
+                progress=lambda line: print(line, flush=True),
+            )
     print(report(summary))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")

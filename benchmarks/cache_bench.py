@@ -35,8 +35,10 @@ DEADLINE = 5.0  # per change: a change not seen by then is a failure, not a samp
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return (f"p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-            f"max {ordered[-1] * 1000:.1f} ms (n={len(ordered)})")
+    return (
+        f"p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"max {ordered[-1] * 1000:.1f} ms (n={len(ordered)})"
+    )
 
 
 def until(condition, start: float, pause: float = 0.0) -> float:
@@ -59,8 +61,10 @@ def end_to_end(api: KubeAPIServer, changes: int) -> list[float]:
                 answer = server.session.post(server.url + "/mutate", json=body, timeout=5)
                 return answer.json()["response"]["allowed"]
 
-            until(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                  time.perf_counter())
+            until(
+                lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+                time.perf_counter(),
+            )
             samples = []
             for i in range(changes):
                 name = f"e2e-{i}"
@@ -101,9 +105,11 @@ def lookups(api: KubeAPIServer, repeat: int) -> None:
         baseline = best(lambda: plain[name])
         cached = best(lambda: store.snapshot()[name])
         default = best(lambda: store.snapshot().default())
-        print(f"lookup: dict baseline {baseline * 1e9:.0f} ns; snapshot()[name] {cached * 1e9:.0f} ns "
-              f"({cached / baseline:.1f}x); snapshot().default() {default * 1e9:.0f} ns "
-              f"({default / baseline:.1f}x) with {len(plain)} classes")
+        print(
+            f"lookup: dict baseline {baseline * 1e9:.0f} ns; snapshot()[name] {cached * 1e9:.0f} ns "
+            f"({cached / baseline:.1f}x); snapshot().default() {default * 1e9:.0f} ns "
+            f"({default / baseline:.1f}x) with {len(plain)} classes"
+        )
     finally:
         store.stop()
 
@@ -114,8 +120,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     with KubeAPIServer(bookmark_interval=30) as api:
-        print("end to end (API write -> first HTTPS review that sees it):",
-              percentiles(end_to_end(api, args.changes)))
+        print(
+            "end to end (API write -> first HTTPS review that sees it):",
+            percentiles(end_to_end(api, args.changes)),
+        )
         print("in process (API write -> snapshot has it):", percentiles(in_process(api, args.changes)))
         lookups(api, args.repeat)
 

@@ -55,8 +55,9 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def measure(cmd: list[str]) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MiB) of one fresh process running `cmd`."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
     wall = time.perf_counter() - start
     err = proc.stderr.decode(errors="replace")
     if proc.returncode not in (0, 1) or "\nRUSAGE " not in err:
@@ -106,8 +107,18 @@ def main() -> None:
             pod_file.write_text(PREEMPTOR)
         mib = cluster.stat().st_size / 2**20
         baseline_cmd = [sys.executable, "-c", BASELINE, str(cluster)]
-        plan_cmd = [sys.executable, "-m", "webhook", "plan", "--cluster", str(cluster),
-                    "--pod", str(pod_file), "-o", "json"]
+        plan_cmd = [
+            sys.executable,
+            "-m",
+            "webhook",
+            "plan",
+            "--cluster",
+            str(cluster),
+            "--pod",
+            str(pod_file),
+            "-o",
+            "json",
+        ]
         baseline, command = [], []
         for _ in range(args.repeat):
             baseline.append(measure(baseline_cmd))

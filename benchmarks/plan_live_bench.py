@@ -70,10 +70,16 @@ def create_all(plane: ControlPlane, objects: Iterable[tuple[str, dict[str, Any]]
             raise RuntimeError(f"POST {path}: {response.status_code} {response.text[:300]}")
         if path == "/api/v1/nodes":
             url = f"{plane.url}{path}/{obj['metadata']['name']}"
-            for where, patch in (("/status", {"status": obj["status"]}),
-                                 ("", {"spec": {"taints": obj["spec"].get("taints")}})):
-                response = session.patch(url + where, json=patch, timeout=60,
-                                         headers={"Content-Type": "application/merge-patch+json"})
+            for where, patch in (
+                ("/status", {"status": obj["status"]}),
+                ("", {"spec": {"taints": obj["spec"].get("taints")}}),
+            ):
+                response = session.patch(
+                    url + where,
+                    json=patch,
+                    timeout=60,
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
                 if response.status_code != 200:
                     raise RuntimeError(f"PATCH {url}{where}: {response.status_code} {response.text[:300]}")
 
@@ -99,11 +105,21 @@ def populate(plane: ControlPlane, args: argparse.Namespace) -> list[tuple[str, f
     for ns in NAMESPACES:
         setup.append(("/api/v1/namespaces", {"metadata": {"name": ns}}))
     for value in (100, 1000, 10000, 100000):
-        setup.append(("/apis/scheduling.k8s.io/v1/priorityclasses",
-                      {"metadata": {"name": f"tier-{value}"}, "value": value}))
+        setup.append(
+            (
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                {"metadata": {"name": f"tier-{value}"}, "value": value},
+            )
+        )
     create_all(plane, setup, 1)
-    create_all(plane, ((f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "default"}})
-                       for ns in NAMESPACES), args.threads)
+    create_all(
+        plane,
+        (
+            (f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "default"}})
+            for ns in NAMESPACES
+        ),
+        args.threads,
+    )
 
     def step(what: str, items: Callable[[], Iterable[tuple[str, dict[str, Any]]]]) -> None:
         start = time.perf_counter()
@@ -153,12 +169,39 @@ def plan_figures(plane: ControlPlane, args: argparse.Namespace, tmp: Path) -> li
     # Fits no node that holds a pod (15.8 cpu allocatable): every node is dry-run.
     pod_file.write_text(PREEMPTOR.replace('cpu: "10"', 'cpu: "15500m"'))
     dump = tmp / "cluster.json"
-    kubectl = [str(plane.assets / "kubectl"), f"--kubeconfig={plane.kubeconfig}", "get",
-               "nodes,pods,pdb,pc", "-A", "-o", "json"]
-    live_cmd = [sys.executable, "-m", "webhook", "plan", "--kubeconfig", str(plane.kubeconfig),
-                "--pod", str(pod_file), "-o", "json"]
-    file_cmd = [sys.executable, "-m", "webhook", "plan", "--cluster", str(dump), "--pod", str(pod_file),
-                "-o", "json"]
+    kubectl = [
+        str(plane.assets / "kubectl"),
+        f"--kubeconfig={plane.kubeconfig}",
+        "get",
+        "nodes,pods,pdb,pc",
+        "-A",
+        "-o",
+        "json",
+    ]
+    live_cmd = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "plan",
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        "--pod",
+        str(pod_file),
+        "-o",
+        "json",
+    ]
+    file_cmd = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "plan",
+        "--cluster",
+        str(dump),
+        "--pod",
+        str(pod_file),
+        "-o",
+        "json",
+    ]
     runs: dict[str, list[tuple[float, float, float]]] = {}
     for _ in range(args.repeat):
         start = time.perf_counter()
@@ -186,20 +229,37 @@ def plan_figures(plane: ControlPlane, args: argparse.Namespace, tmp: Path) -> li
     print(f"  plan --kubeconfig and plan --cluster agree: {same}; {answer['message']}", file=sys.stderr)
 
     size = dump.stat().st_size / 2**20
-    out = [(f"{name}{f' ({size:.0f} MiB)' if 'file' in name else ''}",
-            [statistics.median(r[i] for r in values) for i in range(3)]) for name, values in runs.items()]
+    out = [
+        (
+            f"{name}{f' ({size:.0f} MiB)' if 'file' in name else ''}",
+            [statistics.median(r[i] for r in values) for i in range(3)],
+        )
+        for name, values in runs.items()
+    ]
     return out
 
 
 def sidecar_figures(plane: ControlPlane, node_name: str, tmp: Path) -> tuple[float, float, float, float]:
     """(pods in its cache, RSS MiB once synced, peak RSS MiB, seconds to ready) of a dry-run sidecar."""
     (port,) = free_ports(1)
-    cmd = [sys.executable, "-m", "webhook", "sidecar", "--node", node_name, "--kubeconfig",
-           str(plane.kubeconfig), "--dry-run", "--bind", f"127.0.0.1:{port}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "sidecar",
+        "--node",
+        node_name,
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        "--dry-run",
+        "--bind",
+        f"127.0.0.1:{port}",
+    ]
     start = time.perf_counter()
     log = open(tmp / f"sidecar-{node_name}.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
+
         def ready() -> bool:
             try:
                 return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
@@ -231,8 +291,11 @@ def list_cost(plane: ControlPlane, node_name: str, repeat: int) -> dict[str, flo
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                response = session.get(f"{plane.url}/api/v1/pods", timeout=300, params={
-                    "fieldSelector": f"spec.nodeName={node_name}", "resourceVersion": version})
+                response = session.get(
+                    f"{plane.url}/api/v1/pods",
+                    timeout=300,
+                    params={"fieldSelector": f"spec.nodeName={node_name}", "resourceVersion": version},
+                )
                 response.raise_for_status()
                 times.append(time.perf_counter() - start)
             out[version or '""'] = statistics.median(times)
@@ -247,8 +310,12 @@ def main() -> None:
     parser.add_argument("--node-pods", type=int, default=250)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--no-kubectl", dest="kubectl", action="store_false",
-                        help="write the dump with our own listing, not kubectl (much faster)")
+    parser.add_argument(
+        "--no-kubectl",
+        dest="kubectl",
+        action="store_false",
+        help="write the dump with our own listing, not kubectl (much faster)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="plan-live-bench-") as folder:
@@ -273,9 +340,11 @@ def main() -> None:
     live = next(v for k, v in figures.items() if k.startswith("plan --kubeconfig"))
     load = next(v for k, v in figures.items() if k.startswith("json.load"))
     listing = next((v for k, v in figures.items() if k.startswith("kubectl")), None)
-    print(f"plan --kubeconfig / json.load of the dump: wall {live[0] / load[0]:.2f}, "
-          f"CPU {live[1] / load[1]:.2f}, peak RSS {live[2] / load[2]:.2f}"
-          + (f"; wall / kubectl's listing {live[0] / listing[0]:.2f}" if listing else ""))
+    print(
+        f"plan --kubeconfig / json.load of the dump: wall {live[0] / load[0]:.2f}, "
+        f"CPU {live[1] / load[1]:.2f}, peak RSS {live[2] / load[2]:.2f}"
+        + (f"; wall / kubectl's listing {live[0] / listing[0]:.2f}" if listing else "")
+    )
     print(f"\nsidecar (--dry-run) in this cluster of {total} pods:")
     print(f"{'node':14} {'pods cached':>12} {'RSS MiB':>8} {'peak MiB':>9} {'ready s':>8}")
     for name, (cached, rss, peak, ready_s) in sidecars:

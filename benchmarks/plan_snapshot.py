@@ -79,8 +79,12 @@ def pod(
         "preemptionPolicy": "PreemptLowerPriority",
         "schedulerName": "default-scheduler",
         "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
         ],
     }
     if priority:
@@ -101,8 +105,15 @@ def pod(
             "uid": f"pod-uid-{i}",
             "labels": {"app": f"app-{app}", "pod-template-hash": f"{app:08x}"},
             "creationTimestamp": start,
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"app-{app}-rs",
-                                 "uid": f"rs-{app}", "controller": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"app-{app}-rs",
+                    "uid": f"rs-{app}",
+                    "controller": True,
+                }
+            ],
         },
         "spec": spec,
         "status": status,
@@ -115,8 +126,13 @@ def pdb(i: int, app: int, namespace: str, rng: random.Random) -> dict[str, Any]:
         "kind": "PodDisruptionBudget",
         "metadata": {"name": f"app-{app}-pdb", "namespace": namespace, "uid": f"pdb-uid-{i}"},
         "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": f"app-{app}"}}},
-        "status": {"disruptionsAllowed": rng.choice((0, 0, 1, 2, 5)), "currentHealthy": 10,
-                   "desiredHealthy": 5, "expectedPods": 10, "observedGeneration": 1},
+        "status": {
+            "disruptionsAllowed": rng.choice((0, 0, 1, 2, 5)),
+            "currentHealthy": 10,
+            "desiredHealthy": 5,
+            "expectedPods": 10,
+            "observedGeneration": 1,
+        },
     }
 
 

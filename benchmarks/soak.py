@@ -66,8 +66,10 @@ from tests.support.wait import wait_for
 from webhook.files import tls
 
 POOL = [f"soak-{i}" for i in range(10)]
-SYSTEM = {"system-node-critical": (2000001000, False, "PreemptLowerPriority"),
-          "system-cluster-critical": (2000000000, False, "PreemptLowerPriority")}
+SYSTEM = {
+    "system-node-critical": (2000001000, False, "PreemptLowerPriority"),
+    "system-cluster-critical": (2000000000, False, "PreemptLowerPriority"),
+}
 MAX_FLAT_GROWTH_KIB = 2048
 FAULT_KINDS = frozenset({"churn", "drops", "500", "410", "rotation"})
 
@@ -117,8 +119,12 @@ def observed(answer: dict[str, Any]) -> tuple:
     ops = {}
     if "patch" in response:
         ops = {op["path"]: op.get("value") for op in json.loads(base64.b64decode(response["patch"]))}
-    return (True, ops.get("/spec/priority"), ops.get("/spec/preemptionPolicy"),
-            ops.get("/spec/priorityClassName"))
+    return (
+        True,
+        ops.get("/spec/priority"),
+        ops.get("/spec/preemptionPolicy"),
+        ops.get("/spec/priorityClassName"),
+    )
 
 
 def staleness(
@@ -137,8 +143,14 @@ def staleness(
 
 
 def pc(name: str, value: int, default: bool, policy: str) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-            "value": value, "globalDefault": default, "preemptionPolicy": policy}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "globalDefault": default,
+        "preemptionPolicy": policy,
+    }
 
 
 class Churn(threading.Thread):
@@ -168,10 +180,14 @@ class Churn(threading.Thread):
             name = self.rng.choice(POOL)
             current = self.state.get(name)
             if current is None:
-                new = (self.rng.randint(1, 1_000_000_000), self.rng.random() < 0.2,
-                       self.rng.choice(["PreemptLowerPriority", "Never"]))
-                self.write("created", lambda n=name, v=new: self.api.create("priorityclasses", pc(n, *v)),
-                           name, new)
+                new = (
+                    self.rng.randint(1, 1_000_000_000),
+                    self.rng.random() < 0.2,
+                    self.rng.choice(["PreemptLowerPriority", "Never"]),
+                )
+                self.write(
+                    "created", lambda n=name, v=new: self.api.create("priorityclasses", pc(n, *v)), name, new
+                )
                 continue
             roll = self.rng.random()
             if roll < 0.4:
@@ -180,26 +196,47 @@ class Churn(threading.Thread):
                 value, default, policy = current
                 obj = self.api.get("priorityclasses", name)
                 obj["globalDefault"] = not default
-                self.write("default toggled", lambda o=obj: self.api.update("priorityclasses", o), name,
-                           (value, not default, policy))
+                self.write(
+                    "default toggled",
+                    lambda o=obj: self.api.update("priorityclasses", o),
+                    name,
+                    (value, not default, policy),
+                )
             else:  # the value is immutable: a new value is a delete and a re-create
                 self.write("deleted", lambda n=name: self.api.delete("priorityclasses", n), name, None)
                 new = (self.rng.randint(1, 1_000_000_000), current[1], current[2])
-                self.write("re-created with a new value",
-                           lambda n=name, v=new: self.api.create("priorityclasses", pc(n, *v)), name, new)
+                self.write(
+                    "re-created with a new value",
+                    lambda n=name, v=new: self.api.create("priorityclasses", pc(n, *v)),
+                    name,
+                    new,
+                )
 
 
 class Faults(threading.Thread):
     """A fixed rhythm of API faults and certificate rotations (periods in seconds)."""
 
-    def __init__(self, api: KubeAPIServer, cert_dir: Path, stop: threading.Event, *, drop_every: float = 3,
-                 fail_every: float = 11, fail_for: float = 1.5, expire_every: float = 17,
-                 rotate_every: float = 10, kinds: frozenset[str] = FAULT_KINDS) -> None:
+    def __init__(
+        self,
+        api: KubeAPIServer,
+        cert_dir: Path,
+        stop: threading.Event,
+        *,
+        drop_every: float = 3,
+        fail_every: float = 11,
+        fail_for: float = 1.5,
+        expire_every: float = 17,
+        rotate_every: float = 10,
+        kinds: frozenset[str] = FAULT_KINDS,
+    ) -> None:
         super().__init__(name="faults", daemon=True)
         self.api, self.cert_dir, self.stop = api, cert_dir, stop
-        periods = {"watches dropped": ("drops", drop_every), "500 windows": ("500", fail_every),
-                   "410 (compaction + expired watches)": ("410", expire_every),
-                   "certificate rotations": ("rotation", rotate_every)}
+        periods = {
+            "watches dropped": ("drops", drop_every),
+            "500 windows": ("500", fail_every),
+            "410 (compaction + expired watches)": ("410", expire_every),
+            "certificate rotations": ("rotation", rotate_every),
+        }
         self.periods = {name: period for name, (kind, period) in periods.items() if kind in kinds}
         self.fail_for = fail_for
         self.counts: Counter[str] = Counter()
@@ -288,9 +325,17 @@ def pod_review(uid: str, class_name: str | None) -> bytes:
     if class_name:
         spec["priorityClassName"] = class_name
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": uid, "namespace": "soak"}, "spec": spec}
-    request = {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-               "namespace": "soak", "name": uid, "object": obj, "oldObject": None, "dryRun": False}
+    request = {
+        "uid": uid,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "namespace": "soak",
+        "name": uid,
+        "object": obj,
+        "oldObject": None,
+        "dryRun": False,
+    }
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     return json.dumps(review).encode()
 
@@ -298,8 +343,16 @@ def pod_review(uid: str, class_name: str | None) -> bytes:
 class Client(threading.Thread):
     """One keep-alive TLS connection sending reviews back to back until `deadline` or `budget` runs out."""
 
-    def __init__(self, index: int, port: int, context: ssl.SSLContext, deadline: float, budget: list[int],
-                 budget_lock: threading.Lock, reconnect_every: int) -> None:
+    def __init__(
+        self,
+        index: int,
+        port: int,
+        context: ssl.SSLContext,
+        deadline: float,
+        budget: list[int],
+        budget_lock: threading.Lock,
+        reconnect_every: int,
+    ) -> None:
         super().__init__(name=f"client-{index}", daemon=True)
         self.index, self.port, self.context, self.deadline = index, port, context, deadline
         self.budget, self.budget_lock, self.reconnect_every = budget, budget_lock, reconnect_every
@@ -327,8 +380,9 @@ class Client(threading.Thread):
         i = 0
         while time.monotonic() < self.deadline and self.take():
             roll = self.rng.random()
-            class_name = (self.rng.choice(POOL) if roll < 0.6 else
-                          "system-cluster-critical" if roll < 0.7 else None)
+            class_name = (
+                self.rng.choice(POOL) if roll < 0.6 else "system-cluster-critical" if roll < 0.7 else None
+            )
             uid = f"c{self.index}-{i}"
             i += 1
             body = pod_review(uid, class_name)
@@ -351,8 +405,9 @@ class Client(threading.Thread):
                     got = observed(answer)
                 self.results.append(Result(sent, received, class_name, got, response.status))
             except Exception as err:
-                self.results.append(Result(sent, time.monotonic(), class_name, None, 0,
-                                           f"{type(err).__name__}: {err}"))
+                self.results.append(
+                    Result(sent, time.monotonic(), class_name, None, 0, f"{type(err).__name__}: {err}")
+                )
                 if conn is not None:
                     conn.close()
                 conn = None
@@ -364,14 +419,16 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run_phase(port: int, ca_file: Path, connections: int, duration: float, max_requests: int,
-              reconnect_every: int) -> tuple[list[Result], set[int], float, float]:
+def run_phase(
+    port: int, ca_file: Path, connections: int, duration: float, max_requests: int, reconnect_every: int
+) -> tuple[list[Result], set[int], float, float]:
     context = ssl.create_default_context(cafile=str(ca_file))
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     start = time.monotonic()
     budget, lock = [max_requests], threading.Lock()
-    clients = [Client(i, port, context, start + duration, budget, lock, reconnect_every)
-               for i in range(connections)]
+    clients = [
+        Client(i, port, context, start + duration, budget, lock, reconnect_every) for i in range(connections)
+    ]
     for client in clients:
         client.start()
     for client in clients:
@@ -382,8 +439,15 @@ def run_phase(port: int, ca_file: Path, connections: int, duration: float, max_r
     return results, serials, start, end
 
 
-def summarize(name: str, results: list[Result], history: History, start: float, end: float,
-              rss: list[tuple[float, int, int]], window: float) -> dict[str, Any]:
+def summarize(
+    name: str,
+    results: list[Result],
+    history: History,
+    start: float,
+    end: float,
+    rss: list[tuple[float, int, int]],
+    window: float,
+) -> dict[str, Any]:
     ok = [r for r in results if r.status == 200]
     latencies = sorted(r.received - r.sent for r in ok)
     errors = Counter(r.error.split(":")[0] for r in results if r.error)
@@ -403,9 +467,13 @@ def summarize(name: str, results: list[Result], history: History, start: float, 
     memory = {}
     for pid, samples in sorted(workers.items()):
         slope, growth = trend(samples)
-        memory[pid] = {"samples": len(samples), "rss_mib_first": round(samples[0][1] / 1024, 1),
-                       "rss_mib_last": round(samples[-1][1] / 1024, 1),
-                       "slope_kib_per_min": round(slope * 60, 1), "fitted_growth_kib": round(growth, 1)}
+        memory[pid] = {
+            "samples": len(samples),
+            "rss_mib_first": round(samples[0][1] / 1024, 1),
+            "rss_mib_last": round(samples[-1][1] / 1024, 1),
+            "slope_kib_per_min": round(slope * 60, 1),
+            "fitted_growth_kib": round(growth, 1),
+        }
     elapsed = end - start
     return {
         "phase": name,
@@ -428,8 +496,12 @@ def summarize(name: str, results: list[Result], history: History, start: float, 
 
 
 def correct(phase: dict[str, Any]) -> bool:
-    return (phase["status_5xx"] == 0 and not phase["connection_errors"] and phase["wrong_decisions"] == 0
-            and set(phase["statuses"]) == {200})
+    return (
+        phase["status_5xx"] == 0
+        and not phase["connection_errors"]
+        and phase["wrong_decisions"] == 0
+        and set(phase["statuses"]) == {200}
+    )
 
 
 def passed(phase: dict[str, Any]) -> bool:
@@ -444,11 +516,18 @@ def main() -> int:
     parser.add_argument("--max-requests", type=int, default=2_000_000, help="per phase (default 2000000)")
     parser.add_argument("--reconnect-every", type=int, default=500, help="requests per connection")
     parser.add_argument("--churn-interval", type=float, default=0.25, help="seconds between class writes")
-    parser.add_argument("--baseline", type=float, default=15.0,
-                        help="seconds of fault-free load per connection count first, for ratios (0: none)")
-    parser.add_argument("--faults", default=",".join(sorted(FAULT_KINDS)),
-                        help="which background disturbances run (default: all of churn, drops, 500, 410, "
-                        "rotation); a subset attributes memory growth to one of them")
+    parser.add_argument(
+        "--baseline",
+        type=float,
+        default=15.0,
+        help="seconds of fault-free load per connection count first, for ratios (0: none)",
+    )
+    parser.add_argument(
+        "--faults",
+        default=",".join(sorted(FAULT_KINDS)),
+        help="which background disturbances run (default: all of churn, drops, 500, 410, "
+        "rotation); a subset attributes memory growth to one of them",
+    )
     parser.add_argument("--no-faults", action="store_true", help="none of them: load only")
     parser.add_argument("--window", type=float, default=35.0, help="staleness accepted, seconds (default 35)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -462,11 +541,17 @@ def main() -> int:
         tls.write_certificates(cert_dir)
         kubeconfig = api.kubeconfig(str(tmp_path / "kubeconfig"))
         history, stop = History(), threading.Event()
-        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", str(args.workers),
-                            cert_dir=cert_dir) as server:
-            wait_for(lambda: all(server.session.get(server.url + "/readyz", timeout=5).status_code == 200
-                                 for _ in range(2 * args.workers)),
-                     timeout=30, what="/readyz on every worker")
+        with webhook_server(
+            tmp_path, "--kubeconfig", kubeconfig, "--workers", str(args.workers), cert_dir=cert_dir
+        ) as server:
+            wait_for(
+                lambda: all(
+                    server.session.get(server.url + "/readyz", timeout=5).status_code == 200
+                    for _ in range(2 * args.workers)
+                ),
+                timeout=30,
+                what="/readyz on every worker",
+            )
             churn = Churn(api, history, stop, args.churn_interval)
             kinds = frozenset() if args.no_faults else frozenset(k.strip() for k in args.faults.split(","))
             if kinds - FAULT_KINDS:
@@ -476,10 +561,23 @@ def main() -> int:
             # The baseline: the same load on the same server with no churn and no faults, in this run.
             baselines = {}
             for connections in phases if args.baseline > 0 else ():
-                results, _, start, end = run_phase(server.port, server.ca_file, connections, args.baseline,
-                                                   args.max_requests, args.reconnect_every)
-                baselines[connections] = summarize(f"{connections} connections, no faults (baseline)",
-                                                   results, history, start, end, [], args.window)
+                results, _, start, end = run_phase(
+                    server.port,
+                    server.ca_file,
+                    connections,
+                    args.baseline,
+                    args.max_requests,
+                    args.reconnect_every,
+                )
+                baselines[connections] = summarize(
+                    f"{connections} connections, no faults (baseline)",
+                    results,
+                    history,
+                    start,
+                    end,
+                    [],
+                    args.window,
+                )
                 print(json.dumps(baselines[connections], indent=2), flush=True)
             report["baselines"] = list(baselines.values())
             background = (*((churn,) if "churn" in kinds else ()), faults, sampler)
@@ -487,10 +585,22 @@ def main() -> int:
                 thread.start()
             for connections in phases:
                 results, serials, start, end = run_phase(
-                    server.port, server.ca_file, connections, args.duration, args.max_requests,
-                    args.reconnect_every)
-                phase = summarize(f"{connections} connections", results, history, start, end,
-                                  list(sampler.samples), args.window)
+                    server.port,
+                    server.ca_file,
+                    connections,
+                    args.duration,
+                    args.max_requests,
+                    args.reconnect_every,
+                )
+                phase = summarize(
+                    f"{connections} connections",
+                    results,
+                    history,
+                    start,
+                    end,
+                    list(sampler.samples),
+                    args.window,
+                )
                 phase["serving_certificates_seen"] = len(serials)
                 phase["started"] = start
                 base = baselines.get(connections)
@@ -512,9 +622,11 @@ def main() -> int:
                     if t >= begin:
                         by_worker.setdefault(pid, []).append((t, kib))
                 report["memory_overall"] = {
-                    pid: {"rss_mib_first": round(got[0][1] / 1024, 1),
-                          "rss_mib_last": round(got[-1][1] / 1024, 1),
-                          "slope_kib_per_min": round(trend(got)[0] * 60, 1)}
+                    pid: {
+                        "rss_mib_first": round(got[0][1] / 1024, 1),
+                        "rss_mib_last": round(got[-1][1] / 1024, 1),
+                        "slope_kib_per_min": round(trend(got)[0] * 60, 1),
+                    }
                     for pid, got in sorted(by_worker.items())
                 }
             report["class_writes"] = dict(churn.counts)
@@ -522,10 +634,14 @@ def main() -> int:
             report["watch_requests"] = api.watch_count()
             report["list_requests"] = api.list_count()
             report["api_500s"] = sum(1 for r in list(api.requests) if r.status == 500)
-            report["server_log_errors"] = [line for line in server.log().splitlines()
-                                           if "ERROR" in line or "Traceback" in line][:20]
-    report["passed"] = (all(passed(p) for p in report["phases"]) and not report["server_log_errors"]
-                        and all(correct(b) for b in report["baselines"]))
+            report["server_log_errors"] = [
+                line for line in server.log().splitlines() if "ERROR" in line or "Traceback" in line
+            ][:20]
+    report["passed"] = (
+        all(passed(p) for p in report["phases"])
+        and not report["server_log_errors"]
+        and all(correct(b) for b in report["baselines"])
+    )
     print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -54,7 +54,10 @@ def test_refused(value, min_port):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["serve", "--cert-dir", "certs", "--bind", "[::1]:0"], "--bind: expected HOST:PORT with a port from 1"),
+        (
+            ["serve", "--cert-dir", "certs", "--bind", "[::1]:0"],
+            "--bind: expected HOST:PORT with a port from 1",
+        ),
         (["serve", "--cert-dir", "certs", "--bind", "127.0.0.1:²"], "--bind: expected HOST:PORT"),
         (["sidecar", "--node", "n", "--bind", ":9090"], "--bind ':9090': must be HOST:PORT"),
         (["sidecar", "--node", "n", "--bind", "::1:9090"], "--bind '::1:9090': must be HOST:PORT"),

@@ -46,7 +46,9 @@ PODS = {
     "p4": pod("pod-w-system-priority", "kube-system", "system-cluster-critical"),
     "p5": pod("mirror-pod-w-system-priority", "kube-system", "system-cluster-critical", annotations=MIRROR),
     "p6": pod("mirror-pod-w-integer-priority", "namespace", "default1", 1000, annotations=MIRROR),
-    "p7": pod("pod-w-system-priority-in-nonsystem-namespace", "non-system-namespace", "system-cluster-critical"),
+    "p7": pod(
+        "pod-w-system-priority-in-nonsystem-namespace", "non-system-namespace", "system-cluster-critical"
+    ),
     "p8": pod("pod-w-zero-priority-in-nonsystem-namespace", "non-system-namespace", priority=0),
     "p9": pod("pod-w-priority-matching-default-priority", "non-system-namespace", priority=2000),
     "p10": pod(
@@ -55,20 +57,36 @@ PODS = {
         "system-cluster-critical",
         2000000000,
     ),
-    "p11": pod("pod-never-preemption-policy-matching-resolved-preemption-policy", "kube-system",
-               "nopreemptionpolicy", 2000),
-    "p12": pod("pod-preemption-policy-matching-resolved-preemption-policy", "kube-system",
-               "nopreemptionpolicy", 2000, "PreemptLowerPriority"),
-    "p13": pod("pod-preemption-policy-not-matching-resolved-preemption-policy", "kube-system",
-               "nopreemptionpolicy", 2000, "Never"),
+    "p11": pod(
+        "pod-never-preemption-policy-matching-resolved-preemption-policy",
+        "kube-system",
+        "nopreemptionpolicy",
+        2000,
+    ),
+    "p12": pod(
+        "pod-preemption-policy-matching-resolved-preemption-policy",
+        "kube-system",
+        "nopreemptionpolicy",
+        2000,
+        "PreemptLowerPriority",
+    ),
+    "p13": pod(
+        "pod-preemption-policy-not-matching-resolved-preemption-policy",
+        "kube-system",
+        "nopreemptionpolicy",
+        2000,
+        "Never",
+    ),
 }
 
 
-def pod_request(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None,
-                sub_resource: str = "") -> Request:
+def pod_request(
+    obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None, sub_resource: str = ""
+) -> Request:
     return Request(operation, POD_RESOURCE, obj, old, obj["metadata"]["namespace"], "", sub_resource)
 
 
-def class_request(obj: dict[str, Any] | None, operation: str, old: dict[str, Any] | None = None,
-                  name: str = "") -> Request:
+def class_request(
+    obj: dict[str, Any] | None, operation: str, old: dict[str, Any] | None = None, name: str = ""
+) -> Request:
     return Request(operation, PRIORITY_CLASS_RESOURCE, obj, old, "", name)

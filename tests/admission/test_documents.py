@@ -13,8 +13,10 @@ from webhook.files.documents import InputError, load_objects, load_one, parse_do
         ('{"kind": "Pod", "metadata": {"name": "a"}}', ["a"]),
         ("kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n", ["a", "b"]),
         ("---\n---\nkind: Pod\nmetadata: {name: a}\n---\n", ["a"]),
-        ('{"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}',
-         ["a", "b"]),
+        (
+            '{"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}',
+            ["a", "b"],
+        ),
         ("kind: PodList\nitems:\n- metadata: {name: a}\n", ["a"]),
         ("kind: List\nitems: null\n", []),
         ('[{"metadata": {"name": "a"}}]', ["a"]),

@@ -18,9 +18,11 @@ from webhook.objects.names import (
     object_meta_errors,
 )
 
-LABEL_ERR = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
-             "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+LABEL_ERR = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
 
 
 @pytest.mark.parametrize(
@@ -44,8 +46,16 @@ def test_dns1123_label(value, errors):
 
 @pytest.mark.parametrize(
     ("value", "ok"),
-    [("example.com", True), ("a-b.c", True), ("a" * 253, True), ("a" * 254, False), ("a..b", False),
-     ("A", False), ("a_b", False), (".a", False)],
+    [
+        ("example.com", True),
+        ("a-b.c", True),
+        ("a" * 253, True),
+        ("a" * 254, False),
+        ("a..b", False),
+        ("A", False),
+        ("a_b", False),
+        (".a", False),
+    ],
 )
 def test_dns1123_subdomain(value, ok):
     assert (dns1123_subdomain(value) == []) is ok
@@ -99,10 +109,13 @@ def test_requests_from_limits(resources, requests):
 
 
 def test_default_pod_copies_limits_into_requests_for_containers_and_init_containers_only():
-    pod = {"metadata": {"name": "p"}, "spec": {
-        "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "1"}}}],
-        "containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": 2}}}, "junk"],
-    }}
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "1"}}}],
+            "containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": 2}}}, "junk"],
+        },
+    }
     before = copy.deepcopy(pod)
     got = default_pod(pod)
     assert pod == before, "the input is never changed"
@@ -112,8 +125,12 @@ def test_default_pod_copies_limits_into_requests_for_containers_and_init_contain
 
 
 def test_pod_level_requests_default_from_limits_only_for_resources_no_container_requests():
-    pod = {"spec": {"resources": {"limits": {"cpu": "4", "memory": "1Gi", "example.com/x": "1"}},
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    pod = {
+        "spec": {
+            "resources": {"limits": {"cpu": "4", "memory": "1Gi", "example.com/x": "1"}},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        }
+    }
     assert default_pod(pod)["spec"]["resources"]["requests"] == {"memory": "1Gi"}
 
 
@@ -135,8 +152,10 @@ def test_pod_to_create_names_a_generate_name_pod_by_its_prefix():
 
 
 def test_raw_lists_take_their_item_kind_and_api_version_from_the_list():
-    text = ('{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}, '
-            '{"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}}]}')
+    text = (
+        '{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}, '
+        '{"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}}]}'
+    )
     assert parse_documents(text, "f") == [
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}},
         {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}},

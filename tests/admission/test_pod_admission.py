@@ -26,36 +26,139 @@ NONE = object()  # "not asserted" in upstream's table
 CASES = [
     ("Pod with priority class", [default1, nondefault1], "p0", True, 1000, "default1", None, ""),
     ("Pod without priority class", [default1], "p1", True, 1000, "default1", None, ""),
-    ("pod without priority class and no existing priority class", [], "p1", True, 0, NONE,
-     "PreemptLowerPriority", ""),
-    ("pod without priority class and no default class", [nondefault1], "p1", True, 0, NONE,
-     "PreemptLowerPriority", ""),
-    ("pod with a system priority class", [system_cluster_critical], "p4", True, 2000000000,
-     "system-cluster-critical", None, ""),
-    ("Pod with non-existing priority class", [default1, nondefault1], "p2", False, 0, NONE, NONE,
-     'pods "pod-w-non-existing-priorityclass" is forbidden: no PriorityClass with name non-existing was found'),
-    ("pod with integer priority", [], "p3", False, 0, NONE, NONE,
-     'pods "pod-w-integer-priority" is forbidden: no PriorityClass with name default1 was found'),
-    ("mirror pod with system priority class", [system_cluster_critical], "p5", True, 2000000000,
-     "system-cluster-critical", None, ""),
-    ("mirror pod with integer priority", [], "p6", False, 0, NONE, NONE,
-     'pods "mirror-pod-w-integer-priority" is forbidden: no PriorityClass with name default1 was found'),
-    ("pod with system critical priority in non-system namespace", [system_cluster_critical], "p7", True,
-     2000000000, "system-cluster-critical", None, ""),
-    ("pod with priority that matches computed priority", [nondefault1], "p8", True, 0, NONE,
-     "PreemptLowerPriority", ""),
+    (
+        "pod without priority class and no existing priority class",
+        [],
+        "p1",
+        True,
+        0,
+        NONE,
+        "PreemptLowerPriority",
+        "",
+    ),
+    (
+        "pod without priority class and no default class",
+        [nondefault1],
+        "p1",
+        True,
+        0,
+        NONE,
+        "PreemptLowerPriority",
+        "",
+    ),
+    (
+        "pod with a system priority class",
+        [system_cluster_critical],
+        "p4",
+        True,
+        2000000000,
+        "system-cluster-critical",
+        None,
+        "",
+    ),
+    (
+        "Pod with non-existing priority class",
+        [default1, nondefault1],
+        "p2",
+        False,
+        0,
+        NONE,
+        NONE,
+        'pods "pod-w-non-existing-priorityclass" is forbidden: no PriorityClass with name non-existing was found',
+    ),
+    (
+        "pod with integer priority",
+        [],
+        "p3",
+        False,
+        0,
+        NONE,
+        NONE,
+        'pods "pod-w-integer-priority" is forbidden: no PriorityClass with name default1 was found',
+    ),
+    (
+        "mirror pod with system priority class",
+        [system_cluster_critical],
+        "p5",
+        True,
+        2000000000,
+        "system-cluster-critical",
+        None,
+        "",
+    ),
+    (
+        "mirror pod with integer priority",
+        [],
+        "p6",
+        False,
+        0,
+        NONE,
+        NONE,
+        'pods "mirror-pod-w-integer-priority" is forbidden: no PriorityClass with name default1 was found',
+    ),
+    (
+        "pod with system critical priority in non-system namespace",
+        [system_cluster_critical],
+        "p7",
+        True,
+        2000000000,
+        "system-cluster-critical",
+        None,
+        "",
+    ),
+    (
+        "pod with priority that matches computed priority",
+        [nondefault1],
+        "p8",
+        True,
+        0,
+        NONE,
+        "PreemptLowerPriority",
+        "",
+    ),
     ("pod with priority that matches default priority", [default2], "p9", True, 2000, "default2", None, ""),
-    ("pod with priority that matches resolved priority", [system_cluster_critical], "p10", True, 2000000000,
-     "system-cluster-critical", None, ""),
-    ("pod with nil preemtpion policy", [preemption_policy_class], "p11", True, 2000, "nopreemptionpolicy",
-     "PreemptLowerPriority", ""),
-    ("pod with preemtpion policy that matches resolved preemtpion policy", [preemption_policy_class], "p12",
-     True, 2000, "nopreemptionpolicy", "PreemptLowerPriority", ""),
-    ("pod with preemtpion policy that does't matches resolved preemtpion policy", [preemption_policy_class],
-     "p13", False, 0, NONE, NONE,
-     'pods "pod-preemption-policy-not-matching-resolved-preemption-policy" is forbidden: the string value of '
-     "PreemptionPolicy (Never) must not be provided in pod spec; priority admission controller computed "
-     "PreemptLowerPriority from the given PriorityClass name"),
+    (
+        "pod with priority that matches resolved priority",
+        [system_cluster_critical],
+        "p10",
+        True,
+        2000000000,
+        "system-cluster-critical",
+        None,
+        "",
+    ),
+    (
+        "pod with nil preemtpion policy",
+        [preemption_policy_class],
+        "p11",
+        True,
+        2000,
+        "nopreemptionpolicy",
+        "PreemptLowerPriority",
+        "",
+    ),
+    (
+        "pod with preemtpion policy that matches resolved preemtpion policy",
+        [preemption_policy_class],
+        "p12",
+        True,
+        2000,
+        "nopreemptionpolicy",
+        "PreemptLowerPriority",
+        "",
+    ),
+    (
+        "pod with preemtpion policy that does't matches resolved preemtpion policy",
+        [preemption_policy_class],
+        "p13",
+        False,
+        0,
+        NONE,
+        NONE,
+        'pods "pod-preemption-policy-not-matching-resolved-preemption-policy" is forbidden: the string value of '
+        "PreemptionPolicy (Never) must not be provided in pod spec; priority admission controller computed "
+        "PreemptLowerPriority from the given PriorityClass name",
+    ),
 ]
 
 
@@ -95,15 +198,27 @@ def test_pod_admission(name, classes, pod_key, allowed, priority, class_name, po
 
 DERIVED = [
     # class found, client priority differs
-    ([default1], pod("p", "ns", "default1", 5), "the integer value of priority (5) must not be provided in pod "
-     "spec; priority admission controller computed 1000 from the given PriorityClass name"),
+    (
+        [default1],
+        pod("p", "ns", "default1", 5),
+        "the integer value of priority (5) must not be provided in pod "
+        "spec; priority admission controller computed 1000 from the given PriorityClass name",
+    ),
     # no class name, a default exists, client priority differs
-    ([default2], pod("p", "ns", priority=7), "the integer value of priority (7) must not be provided in pod "
-     "spec; priority admission controller computed 2000 from the given PriorityClass name"),
+    (
+        [default2],
+        pod("p", "ns", priority=7),
+        "the integer value of priority (7) must not be provided in pod "
+        "spec; priority admission controller computed 2000 from the given PriorityClass name",
+    ),
     # no class, no default, preemptionPolicy Never
-    ([nondefault1], pod("p", "ns", policy="Never"), "the string value of PreemptionPolicy (Never) must not be "
-     "provided in pod spec; priority admission controller computed PreemptLowerPriority from the given "
-     "PriorityClass name"),
+    (
+        [nondefault1],
+        pod("p", "ns", policy="Never"),
+        "the string value of PreemptionPolicy (Never) must not be "
+        "provided in pod spec; priority admission controller computed PreemptLowerPriority from the given "
+        "PriorityClass name",
+    ),
 ]
 
 
@@ -151,13 +266,22 @@ def test_denied_name_falls_back_to_generate_name_then_unknown():
 @pytest.mark.parametrize(
     ("old_spec", "new_spec", "expected_patch"),
     [
-        ({"priority": 10, "preemptionPolicy": "Never"}, {},
-         [{"op": "add", "path": "/spec/priority", "value": 10},
-          {"op": "add", "path": "/spec/preemptionPolicy", "value": "Never"}]),
+        (
+            {"priority": 10, "preemptionPolicy": "Never"},
+            {},
+            [
+                {"op": "add", "path": "/spec/priority", "value": 10},
+                {"op": "add", "path": "/spec/preemptionPolicy", "value": "Never"},
+            ],
+        ),
         ({"priority": 10}, {"priority": 10}, []),
         ({}, {}, []),
         # UPDATE looks at nothing else: no class lookup, no checks
-        ({"priority": 10}, {"priorityClassName": "missing"}, [{"op": "add", "path": "/spec/priority", "value": 10}]),
+        (
+            {"priority": 10},
+            {"priorityClassName": "missing"},
+            [{"op": "add", "path": "/spec/priority", "value": 10}],
+        ),
     ],
 )
 def test_update_carries_priority_over(old_spec, new_spec, expected_patch):
@@ -204,7 +328,9 @@ class TestLegacyCriticalAnnotation:
         ],
     )
     def test_does_not_apply(self, namespace, annotations, class_name):
-        _, result = admit([*SYSTEM_CLASSES, default1], pod("p", namespace, class_name, annotations=annotations))
+        _, result = admit(
+            [*SYSTEM_CLASSES, default1], pod("p", namespace, class_name, annotations=annotations)
+        )
         assert result["spec"]["priorityClassName"] == "default1"
 
     def test_switched_off(self):
@@ -228,7 +354,8 @@ class TestLegacyCriticalAnnotation:
         assert not decision.allowed
         assert decision.message == (
             f'pods "p" is forbidden: the integer value of priority ({priority}) must not be provided in pod '
-            "spec; priority admission controller computed 2000000000 from the given PriorityClass name")
+            "spec; priority admission controller computed 2000000000 from the given PriorityClass name"
+        )
 
 
 class TestValidatePod:
@@ -247,7 +374,10 @@ class TestValidatePod:
         del result["spec"]["priority"]
         decision = validate_pod(pod_request(result), ClassSet([default1]))
         assert not decision.allowed
-        assert decision.message == 'pods "p" is forbidden: spec.priority is not set; priority admission requires 1000'
+        assert (
+            decision.message
+            == 'pods "p" is forbidden: spec.priority is not set; priority admission requires 1000'
+        )
 
     def test_class_deleted_in_between(self):
         _, result = admit([default1], pod("p", "ns", "default1"))

@@ -49,17 +49,22 @@ def test_system_name_with_wrong_value_is_refused_by_api_validation():
 
 
 def test_resaving_the_default_is_allowed():
-    assert validate_priority_class(class_request(obj(default1), "UPDATE", obj(default1)), ClassSet([default1])).allowed
+    assert validate_priority_class(
+        class_request(obj(default1), "UPDATE", obj(default1)), ClassSet([default1])
+    ).allowed
 
 
 def test_unsetting_global_default_is_always_allowed():
     new = PriorityClass("default1", 1000, False, None)
-    assert validate_priority_class(class_request(obj(new), "UPDATE", obj(default1)), ClassSet([default1])).allowed
+    assert validate_priority_class(
+        class_request(obj(new), "UPDATE", obj(default1)), ClassSet([default1])
+    ).allowed
 
 
 def test_update_of_the_higher_of_two_defaults_is_forbidden_as_upstream():
-    decision = validate_priority_class(class_request(obj(default2), "UPDATE", obj(default2)),
-                                       ClassSet([default1, default2]))
+    decision = validate_priority_class(
+        class_request(obj(default2), "UPDATE", obj(default2)), ClassSet([default1, default2])
+    )
     assert decision.message == ONE_DEFAULT
 
 
@@ -68,11 +73,21 @@ def test_update_of_the_higher_of_two_defaults_is_forbidden_as_upstream():
     [
         ("simple resolution with a default class", [default1], None, ("default1", 1000), ("default1", 1000)),
         ("add a default class", [nondefault1], ("CREATE", default1), ("", 0), ("default1", 1000)),
-        ("multiple default classes resolves to the minimum value among them", [default1, default2],
-         ("DELETE", default1), ("default1", 1000), ("default2", 2000)),
+        (
+            "multiple default classes resolves to the minimum value among them",
+            [default1, default2],
+            ("DELETE", default1),
+            ("default1", 1000),
+            ("default2", 2000),
+        ),
         ("delete default priority class", [default1], ("DELETE", default1), ("default1", 1000), ("", 0)),
-        ("update default class and remove its global default", [default1],
-         ("UPDATE", PriorityClass("default1", 1000, False, None)), ("default1", 1000), ("", 0)),
+        (
+            "update default class and remove its global default",
+            [default1],
+            ("UPDATE", PriorityClass("default1", 1000, False, None)),
+            ("default1", 1000),
+            ("", 0),
+        ),
     ],
 )
 def test_default_priority(name, before, change, expect_before, expect_after):
@@ -85,16 +100,22 @@ def test_default_priority(name, before, change, expect_before, expect_after):
     if change:
         operation, pc = change
         old = classes.get(pc.name)
-        request = class_request(obj(pc) if operation != "DELETE" else None, operation,
-                                obj(old) if old else None, pc.name)
+        request = class_request(
+            obj(pc) if operation != "DELETE" else None, operation, obj(old) if old else None, pc.name
+        )
         assert validate_priority_class(request, classes).allowed
         classes = classes.without(pc.name) if operation == "DELETE" else classes.with_class(pc)
     assert resolved(classes) == expect_after
 
 
 def tier1(value=100, **extra) -> dict:
-    o = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "tier1"},
-         "value": value, "preemptionPolicy": "PreemptLowerPriority"}
+    o = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "tier1"},
+        "value": value,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
     o.update(extra)
     return o
 
@@ -107,22 +128,39 @@ def tier1(value=100, **extra) -> dict:
         ("system node critical", {"metadata": {"name": "system-node-critical"}, "value": 2000001000}, ""),
         ("max user value", tier1(1000000000), ""),
         ("negative value", tier1(-5), ""),
-        ("with namespace", {**tier1(), "metadata": {"name": "tier1", "namespace": "foo"}},
-         "metadata.namespace: Forbidden: not allowed on this type"),
-        ("incorrect system class name", {"metadata": {"name": "system-node-critical"}, "value": 0},
-         "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
-         "only. error: value of system-node-critical PriorityClass must be 2000001000"),
-        ("incorrect system class value", {"metadata": {"name": "system-something"}, "value": 2000001000},
-         "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
-         "only. error: system-something is not a known system priority class"),
-        ("system class as default",
-         {"metadata": {"name": "system-cluster-critical"}, "value": 2000000000, "globalDefault": True},
-         "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
-         "only. error: globalDefault of system-cluster-critical PriorityClass must be false"),
-        ("value above the user limit", tier1(1000000001),
-         "value: Forbidden: maximum allowed value of a user defined priority is 1000000000"),
-        ("unsupported preemption policy", tier1(preemptionPolicy="Sometimes"),
-         "preemptionPolicy: must be Never or PreemptLowerPriority, got 'Sometimes'"),
+        (
+            "with namespace",
+            {**tier1(), "metadata": {"name": "tier1", "namespace": "foo"}},
+            "metadata.namespace: Forbidden: not allowed on this type",
+        ),
+        (
+            "incorrect system class name",
+            {"metadata": {"name": "system-node-critical"}, "value": 0},
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
+            "only. error: value of system-node-critical PriorityClass must be 2000001000",
+        ),
+        (
+            "incorrect system class value",
+            {"metadata": {"name": "system-something"}, "value": 2000001000},
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
+            "only. error: system-something is not a known system priority class",
+        ),
+        (
+            "system class as default",
+            {"metadata": {"name": "system-cluster-critical"}, "value": 2000000000, "globalDefault": True},
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use "
+            "only. error: globalDefault of system-cluster-critical PriorityClass must be false",
+        ),
+        (
+            "value above the user limit",
+            tier1(1000000001),
+            "value: Forbidden: maximum allowed value of a user defined priority is 1000000000",
+        ),
+        (
+            "unsupported preemption policy",
+            tier1(preemptionPolicy="Sometimes"),
+            "preemptionPolicy: must be Never or PreemptLowerPriority, got 'Sometimes'",
+        ),
     ],
 )
 def test_create_validation(name, new, message):
@@ -140,13 +178,22 @@ def test_create_validation(name, new, message):
         ("change description", tier1(description="new"), ""),
         ("change globalDefault", tier1(globalDefault=True), ""),
         ("change value", tier1(101), "value: Forbidden: may not be changed in an update."),
-        ("change preemptionPolicy", tier1(preemptionPolicy="Never"),
-         'preemptionPolicy: Invalid value: "Never": field is immutable'),
-        ("omitted policy defaults to the old one", {k: v for k, v in tier1().items() if k != "preemptionPolicy"},
-         ""),
-        ("both", tier1(101, preemptionPolicy="Never"),
-         '[value: Forbidden: may not be changed in an update., preemptionPolicy: Invalid value: "Never": '
-         "field is immutable]"),
+        (
+            "change preemptionPolicy",
+            tier1(preemptionPolicy="Never"),
+            'preemptionPolicy: Invalid value: "Never": field is immutable',
+        ),
+        (
+            "omitted policy defaults to the old one",
+            {k: v for k, v in tier1().items() if k != "preemptionPolicy"},
+            "",
+        ),
+        (
+            "both",
+            tier1(101, preemptionPolicy="Never"),
+            '[value: Forbidden: may not be changed in an update., preemptionPolicy: Invalid value: "Never": '
+            "field is immutable]",
+        ),
     ],
 )
 def test_update_validation(name, new, message):
@@ -158,7 +205,9 @@ def test_update_validation(name, new, message):
 
 @pytest.mark.parametrize("name", ["system-node-critical", "system-cluster-critical"])
 def test_system_classes_cannot_be_deleted(name):
-    decision = validate_priority_class(class_request(None, "DELETE", {"metadata": {"name": name}}, name), ClassSet())
+    decision = validate_priority_class(
+        class_request(None, "DELETE", {"metadata": {"name": name}}, name), ClassSet()
+    )
     assert decision.message == (
         f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: this is a system priority class and cannot be '
         "deleted"

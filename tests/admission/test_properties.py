@@ -17,15 +17,30 @@ classes = st.lists(
     max_size=5,
 )
 pods = st.fixed_dictionaries(
-    {"metadata": st.fixed_dictionaries({"name": st.just("p"), "namespace": st.sampled_from(["kube-system", "ns"])},
-                                       optional={"annotations": st.sampled_from(
-                                           [{"scheduler.alpha.kubernetes.io/critical-pod": ""},
-                                            {"scheduler.alpha.kubernetes.io/critical-pod": "x"}, {}])})},
-    optional={"spec": st.fixed_dictionaries({}, optional={
-        "priorityClassName": st.sampled_from(["", "a", "b", "missing", "system-cluster-critical"]),
-        "priority": st.integers(-10, 10) | st.just(2000000000),
-        "preemptionPolicy": policies.filter(bool),
-    })},
+    {
+        "metadata": st.fixed_dictionaries(
+            {"name": st.just("p"), "namespace": st.sampled_from(["kube-system", "ns"])},
+            optional={
+                "annotations": st.sampled_from(
+                    [
+                        {"scheduler.alpha.kubernetes.io/critical-pod": ""},
+                        {"scheduler.alpha.kubernetes.io/critical-pod": "x"},
+                        {},
+                    ]
+                )
+            },
+        )
+    },
+    optional={
+        "spec": st.fixed_dictionaries(
+            {},
+            optional={
+                "priorityClassName": st.sampled_from(["", "a", "b", "missing", "system-cluster-critical"]),
+                "priority": st.integers(-10, 10) | st.just(2000000000),
+                "preemptionPolicy": policies.filter(bool),
+            },
+        )
+    },
 )
 
 

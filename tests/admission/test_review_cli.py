@@ -33,8 +33,12 @@ KUBECTL_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {"creationTimestamp": None, "name": "web", "namespace": "shop"},
-    "spec": {"containers": [{"image": "nginx", "name": "web", "resources": {}}], "dnsPolicy": "ClusterFirst",
-             "restartPolicy": "Always", "priorityClassName": "high"},
+    "spec": {
+        "containers": [{"image": "nginx", "name": "web", "resources": {}}],
+        "dnsPolicy": "ClusterFirst",
+        "restartPolicy": "Always",
+        "priorityClassName": "high",
+    },
     "status": {},
 }
 
@@ -59,8 +63,9 @@ def run(args, capsys):
 
 
 def test_kubectl_dry_run_pod_is_printed_mutated(tmp_path, classes, capsys):
-    code, out, err = run(["review", write(tmp_path, "pod.json", KUBECTL_POD), "--classes", classes, "-o", "json"],
-                         capsys)
+    code, out, err = run(
+        ["review", write(tmp_path, "pod.json", KUBECTL_POD), "--classes", classes, "-o", "json"], capsys
+    )
     assert code == 0, err
     pod = json.loads(out)
     assert pod["spec"]["priority"] == 1000 and pod["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
@@ -69,7 +74,9 @@ def test_kubectl_dry_run_pod_is_printed_mutated(tmp_path, classes, capsys):
 
 def test_default_class_from_classes_file(tmp_path, classes, capsys):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": []}}
-    code, out, _ = run(["review", write(tmp_path, "p.yaml", yaml.safe_dump(pod)), "--classes", classes], capsys)
+    code, out, _ = run(
+        ["review", write(tmp_path, "p.yaml", yaml.safe_dump(pod)), "--classes", classes], capsys
+    )
     spec = yaml.safe_load(out)["spec"]
     assert code == 0
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("low", 10, "Never")
@@ -77,28 +84,53 @@ def test_default_class_from_classes_file(tmp_path, classes, capsys):
 
 def test_several_documents_print_a_list_in_order_and_denials_exit_1(tmp_path, classes, capsys):
     docs = [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one"}, "spec": {"priorityClassName": "high"}},
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"}, "spec": {"priorityClassName": "gold"}},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "mid"}, "value": 5},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "one"},
+            "spec": {"priorityClassName": "high"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bad"},
+            "spec": {"priorityClassName": "gold"},
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "mid"},
+            "value": 5,
+        },
     ]
     path = write(tmp_path, "many.yaml", yaml.safe_dump_all(docs))
     code, out, err = run(["review", path, "--classes", classes, "-o", "json"], capsys)
     assert code == 1
-    assert err.strip() == 'Error from server (Forbidden): pods "bad" is forbidden: no PriorityClass with name gold ' \
-                          "was found"
+    assert (
+        err.strip()
+        == 'Error from server (Forbidden): pods "bad" is forbidden: no PriorityClass with name gold '
+        "was found"
+    )
     listing = json.loads(out)
     assert listing["kind"] == "List" and [i["metadata"]["name"] for i in listing["items"]] == ["one", "mid"]
 
 
 def test_v1_list_input(tmp_path, classes, capsys):
     listing = {"apiVersion": "v1", "kind": "List", "items": [KUBECTL_POD, KUBECTL_POD]}
-    code, out, _ = run(["review", write(tmp_path, "l.json", listing), "--classes", classes, "-o", "json"], capsys)
+    code, out, _ = run(
+        ["review", write(tmp_path, "l.json", listing), "--classes", classes, "-o", "json"], capsys
+    )
     assert code == 0 and len(json.loads(out)["items"]) == 2
 
 
 def test_priority_class_denied(tmp_path, classes, capsys):
-    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "another"},
-          "value": 1, "globalDefault": True}
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "another"},
+        "value": 1,
+        "globalDefault": True,
+    }
     code, out, err = run(["review", write(tmp_path, "pc.json", pc), "--classes", classes], capsys)
     assert code == 1 and out == ""
     assert "PriorityClass low is already marked as default. Only one default can exist" in err
@@ -106,10 +138,20 @@ def test_priority_class_denied(tmp_path, classes, capsys):
 
 @pytest.mark.parametrize("api_version", ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"])
 def test_admission_review_in_response_out(tmp_path, classes, capsys, api_version):
-    review = {"apiVersion": api_version, "kind": "AdmissionReview", "request": {
-        "uid": "u-1", "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-        "namespace": "default", "object": {"metadata": {"name": "x"}, "spec": {"priorityClassName": "gold"}}}}
-    code, out, _ = run(["review", write(tmp_path, "r.json", review), "--classes", classes, "-o", "json"], capsys)
+    review = {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": "default",
+            "object": {"metadata": {"name": "x"}, "spec": {"priorityClassName": "gold"}},
+        },
+    }
+    code, out, _ = run(
+        ["review", write(tmp_path, "r.json", review), "--classes", classes, "-o", "json"], capsys
+    )
     response = json.loads(out)
     # a denied AdmissionReview is an answer, not a failed input
     assert code == 0
@@ -118,11 +160,23 @@ def test_admission_review_in_response_out(tmp_path, classes, capsys, api_version
 
 
 def test_admission_review_patch_matches_the_object_output(tmp_path, classes, capsys):
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "default"},
-           "spec": {"priorityClassName": "high"}}
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-        "namespace": "default", "object": pod}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "x", "namespace": "default"},
+        "spec": {"priorityClassName": "high"},
+    }
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": "default",
+            "object": pod,
+        },
+    }
     path = write(tmp_path, "both.json", {"kind": "List", "items": [review, pod]})
     _, out, _ = run(["review", path, "--classes", classes, "-o", "json"], capsys)
     answer, mutated = json.loads(out)["items"]
@@ -140,8 +194,10 @@ def test_admission_review_patch_matches_the_object_output(tmp_path, classes, cap
         ("# only a comment\n---\n", "bad.yaml: empty input: no objects to review"),
         ("{not json", "not valid YAML or JSON"),
         ("kind: Pod\nspec: {priority: high}\n", "document 1: spec.priority: Not a valid integer."),
-        ('{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}',
-         "document 1: request.operation: Missing data for required field."),
+        (
+            '{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}',
+            "document 1: request.operation: Missing data for required field.",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, content, message):
@@ -167,8 +223,16 @@ def test_namespace_conflict_like_kubectl(tmp_path, capsys):
 
 
 def test_legacy_annotation_switch(tmp_path, capsys):
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dns", "namespace": "kube-system",
-           "annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}}, "spec": {}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "dns",
+            "namespace": "kube-system",
+            "annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""},
+        },
+        "spec": {},
+    }
     path = write(tmp_path, "p.json", pod)
     _, out, err = run(["review", path, "-o", "json"], capsys)
     assert json.loads(out)["spec"]["priority"] == 2000000000 and "Warning:" in err
@@ -179,7 +243,10 @@ def test_legacy_annotation_switch(tmp_path, capsys):
 def test_stdin_through_the_real_entry_point():
     proc = subprocess.run(
         [sys.executable, "-m", "webhook", "review", "-", "-o", "json"],
-        input=json.dumps(KUBECTL_POD | {"spec": {"containers": []}}), capture_output=True, text=True, check=False,
+        input=json.dumps(KUBECTL_POD | {"spec": {"containers": []}}),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["spec"]["priority"] == 0

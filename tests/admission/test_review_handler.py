@@ -53,7 +53,9 @@ def test_denial_status():
     response, _, _ = handle_review(body, Stage.MUTATE, CLASSES)
     assert response["response"]["allowed"] is False
     assert response["response"]["status"] == {
-        "status": "Failure", "code": 403, "reason": "Forbidden",
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
         "message": 'pods "web" is forbidden: no PriorityClass with name gold was found',
     }
 
@@ -108,19 +110,31 @@ def replaced(path, value):
         (without(["request", "resource"]), "request.resource: Missing data for required field."),
         (replaced(["request", "object"], []), "request.object: Not a valid mapping type."),
         (replaced(["request", "dryRun"], "maybe"), "request.dryRun: Not a valid boolean."),
-        (replaced(["request", "object"], {"spec": {"priority": "high"}}),
-         "request.object.spec.priority: Not a valid integer."),
-        (replaced(["request", "object"], {"spec": {"priority": True}}),
-         "request.object.spec.priority: Not a valid integer."),
-        (replaced(["request", "object"], {"spec": {"priority": 1.5}}),
-         "request.object.spec.priority: Not a valid integer."),
-        (replaced(["request", "object"], {"spec": {"priority": 2**31}}),
-         "request.object.spec.priority: Must be greater than or equal to"),
-        (replaced(["request", "object"], {"spec": {"priorityClassName": 3}}),
-         "request.object.spec.priorityClassName: Not a valid string."),
+        (
+            replaced(["request", "object"], {"spec": {"priority": "high"}}),
+            "request.object.spec.priority: Not a valid integer.",
+        ),
+        (
+            replaced(["request", "object"], {"spec": {"priority": True}}),
+            "request.object.spec.priority: Not a valid integer.",
+        ),
+        (
+            replaced(["request", "object"], {"spec": {"priority": 1.5}}),
+            "request.object.spec.priority: Not a valid integer.",
+        ),
+        (
+            replaced(["request", "object"], {"spec": {"priority": 2**31}}),
+            "request.object.spec.priority: Must be greater than or equal to",
+        ),
+        (
+            replaced(["request", "object"], {"spec": {"priorityClassName": 3}}),
+            "request.object.spec.priorityClassName: Not a valid string.",
+        ),
         (replaced(["request", "object"], {"spec": []}), "request.object.spec: Invalid input type."),
-        (replaced(["request", "object"], {"metadata": {"annotations": {"a": 1}}}),
-         "request.object.metadata.annotations.a.value: Not a valid string."),
+        (
+            replaced(["request", "object"], {"metadata": {"annotations": {"a": 1}}}),
+            "request.object.metadata.annotations.a.value: Not a valid string.",
+        ),
     ],
 )
 def test_malformed_reviews_name_the_field(body, message):
@@ -131,8 +145,10 @@ def test_malformed_reviews_name_the_field(body, message):
 
 
 def test_priority_class_object_types_are_checked():
-    body = review(resource={"group": "scheduling.k8s.io", "version": "v1", "resource": "priorityclasses"},
-                  object={"metadata": {"name": "x"}, "value": "10"})
+    body = review(
+        resource={"group": "scheduling.k8s.io", "version": "v1", "resource": "priorityclasses"},
+        object={"metadata": {"name": "x"}, "value": "10"},
+    )
     with pytest.raises(MalformedReview, match=r"^request.object.value: Not a valid integer."):
         handle_review(body, Stage.VALIDATE, CLASSES)
 

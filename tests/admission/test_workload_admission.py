@@ -50,8 +50,12 @@ def test_with_the_option_it_is_denied(kind):
     response, _, _ = handle_review(review(kind, workload(kind, GOLD)), Stage.VALIDATE, CLASSES, DENY)
     answer = response["response"]
     assert answer["allowed"] is False
-    assert answer["status"] == {"status": "Failure", "code": 403, "reason": "Forbidden",
-                                "message": MESSAGE.format(kind=kind)}
+    assert answer["status"] == {
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": MESSAGE.format(kind=kind),
+    }
 
 
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
@@ -61,7 +65,9 @@ def test_a_workload_whose_pods_would_be_admitted_passes_silently(kind):
 
 
 def test_the_mutating_endpoint_leaves_workloads_alone():
-    response, _, _ = handle_review(review("Deployment", workload("Deployment", GOLD)), Stage.MUTATE, CLASSES, DENY)
+    response, _, _ = handle_review(
+        review("Deployment", workload("Deployment", GOLD)), Stage.MUTATE, CLASSES, DENY
+    )
     assert response["response"] == {"uid": "u-1", "allowed": True}
 
 
@@ -74,14 +80,19 @@ def test_an_update_that_leaves_the_pods_priority_alone_is_not_blocked():
     response, _, _ = handle_review(review("Deployment", new, "UPDATE", old), Stage.VALIDATE, CLASSES, DENY)
     assert response["response"]["allowed"] is True and "warnings" not in response["response"]
     changed = workload("Deployment", HIGH)
-    response, _, _ = handle_review(review("Deployment", new, "UPDATE", changed), Stage.VALIDATE, CLASSES, DENY)
+    response, _, _ = handle_review(
+        review("Deployment", new, "UPDATE", changed), Stage.VALIDATE, CLASSES, DENY
+    )
     assert response["response"]["allowed"] is False
 
 
 @pytest.mark.parametrize(
     "obj",
     [
-        {"kind": "Deployment", "spec": {"template": {"spec": {"priority": "high"}}}},  # wrong type: no opinion
+        {
+            "kind": "Deployment",
+            "spec": {"template": {"spec": {"priority": "high"}}},
+        },  # wrong type: no opinion
         {"kind": "Deployment", "spec": {"template": "x"}},
         {"kind": "Deployment", "spec": []},
         {"kind": "Deployment"},

@@ -37,5 +37,10 @@ def class_store(api: KubeAPIServer) -> Iterator[Callable[..., ClusterClassStore]
 
 
 def pc(name: str, value: int, **fields: Any) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-            "value": value, **fields}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **fields,
+    }

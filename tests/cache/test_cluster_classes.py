@@ -60,7 +60,9 @@ def test_changes_swap_in_a_new_snapshot_and_old_ones_stay_intact(api: KubeAPISer
         ([("negative", -10), ("zero", 0)], "negative"),
     ],
 )
-def test_two_global_defaults_the_lower_value_wins(api: KubeAPIServer, class_store, defaults, expected) -> None:
+def test_two_global_defaults_the_lower_value_wins(
+    api: KubeAPIServer, class_store, defaults, expected
+) -> None:
     store = class_store()
     assert store.wait_ready(5)
     for name, value in defaults:  # straight to storage: as if both creates raced past admission

@@ -19,10 +19,18 @@ PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PODS = "/api/v1/pods"
 
 
-def pod(name: str, node: str = "", phase: str = "Running", namespace: str = "default",
-        labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": phase}}
+def pod(
+    name: str,
+    node: str = "",
+    phase: str = "Running",
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": phase},
+    }
 
 
 def get(api: KubeAPIServer, path: str, **params: Any) -> requests.Response:
@@ -47,7 +55,9 @@ def test_starts_with_the_system_priority_classes_like_the_real_api_server(api: K
     body = get(api, PCS).json()
     assert body["kind"] == "PriorityClassList"
     assert {i["metadata"]["name"]: i["value"] for i in body["items"]} == {
-        "system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+        "system-cluster-critical": 2000000000,
+        "system-node-critical": 2000001000,
+    }
     assert all(i["preemptionPolicy"] == "PreemptLowerPriority" for i in body["items"])
 
 
@@ -149,8 +159,10 @@ def test_watch_replays_history_after_the_resource_version(api: KubeAPIServer) ->
     api.update("priorityclasses", {**a, "description": "changed"})
     api.delete("priorityclasses", "a")
     with watch(api, PCS, resourceVersion=start) as events:
-        seen = [(e["type"], e["object"]["metadata"]["name"], e["object"].get("description"))
-                for e in (next(events) for _ in range(3))]
+        seen = [
+            (e["type"], e["object"]["metadata"]["name"], e["object"].get("description"))
+            for e in (next(events) for _ in range(3))
+        ]
     assert seen == [("ADDED", "a", None), ("MODIFIED", "a", "changed"), ("DELETED", "a", "changed")]
 
 
@@ -160,7 +172,9 @@ def test_watch_without_resource_version_starts_with_the_current_state(api: KubeA
         api.create("priorityclasses", pc("late", 5))
         later = next(events)
     assert {(e["type"], e["object"]["metadata"]["name"]) for e in first} == {
-        ("ADDED", "system-cluster-critical"), ("ADDED", "system-node-critical")}
+        ("ADDED", "system-cluster-critical"),
+        ("ADDED", "system-node-critical"),
+    }
     assert (later["type"], later["object"]["metadata"]["name"]) == ("ADDED", "late")
 
 
@@ -228,10 +242,16 @@ def test_watch_field_selector_turns_entering_into_added_and_leaving_into_deleted
         api.create("pods", pod("q", "n1"))
         seen = [next(events) for _ in range(4)]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [
-        ("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p"), ("ADDED", "q")]
+        ("ADDED", "p"),
+        ("MODIFIED", "p"),
+        ("DELETED", "p"),
+        ("ADDED", "q"),
+    ]
     deleted = seen[2]["object"]
     assert deleted["spec"]["nodeName"] == "n1"  # the last content that matched...
-    assert deleted["metadata"]["resourceVersion"] == left["metadata"]["resourceVersion"]  # ...at the event's rv
+    assert (
+        deleted["metadata"]["resourceVersion"] == left["metadata"]["resourceVersion"]
+    )  # ...at the event's rv
 
 
 def test_namespaced_watch_sees_only_its_namespace(api: KubeAPIServer) -> None:
@@ -289,7 +309,10 @@ def test_faults_can_target_some_requests_only(api: KubeAPIServer) -> None:
 
 def test_drop_watches_breaks_the_stream(api: KubeAPIServer) -> None:
     start = get(api, PCS).json()["metadata"]["resourceVersion"]
-    with pytest.raises(requests.exceptions.ChunkedEncodingError), watch(api, PCS, resourceVersion=start) as events:
+    with (
+        pytest.raises(requests.exceptions.ChunkedEncodingError),
+        watch(api, PCS, resourceVersion=start) as events,
+    ):
         api.create("priorityclasses", pc("a", 1))
         next(events)
         wait_for(lambda: api.open_watches == 1)

@@ -30,7 +30,9 @@ def reflect(api: KubeAPIServer) -> Iterator[Callable[..., tuple[Reflector, Objec
     """Start reflectors (name unique per test, for metrics) into fresh caches; stopped at teardown."""
     started: list[Reflector] = []
 
-    def make(path: str = PCS, server: KubeAPIServer | None = None, **kwargs: Any) -> tuple[Reflector, ObjectCache]:
+    def make(
+        path: str = PCS, server: KubeAPIServer | None = None, **kwargs: Any
+    ) -> tuple[Reflector, ObjectCache]:
         cache = ObjectCache()
         server = server or api
         name = kwargs.pop("name", unique("test"))
@@ -51,14 +53,17 @@ def unique(prefix: str) -> str:
 
 
 def state(objects: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
-            for o in objects}
+    return {
+        (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for o in objects
+    }
 
 
 def converge(cache: ObjectCache, api: KubeAPIServer, plural: str = "priorityclasses") -> None:
     """Wait until the cache holds exactly the server's objects at the server's versions."""
-    wait_for(lambda: state(cache.list()) == state(api.list(plural)), timeout=10,
-             what=f"cache == server ({plural})")
+    wait_for(
+        lambda: state(cache.list()) == state(api.list(plural)), timeout=10, what=f"cache == server ({plural})"
+    )
 
 
 def metric(name: str, reflector: Reflector, **labels: str) -> float:
@@ -66,7 +71,9 @@ def metric(name: str, reflector: Reflector, **labels: str) -> float:
 
 
 # -- the normal path ---------------------------------------------------------------------------------------
-def test_lists_then_watches_from_the_lists_resource_version_with_bookmarks(api: KubeAPIServer, reflect) -> None:
+def test_lists_then_watches_from_the_lists_resource_version_with_bookmarks(
+    api: KubeAPIServer, reflect
+) -> None:
     api.create("priorityclasses", pc("high", 1000))
     reflector, cache = reflect()
     assert reflector.wait_synced(5)
@@ -85,8 +92,9 @@ def test_applies_added_modified_deleted_in_order(api: KubeAPIServer, reflect) ->
     reflector, cache = reflect()
     assert reflector.wait_synced(5)
     seen: list[tuple[str, str | None, str | None]] = []
-    cache.add_listener(lambda ev, old, new: seen.append(
-        (ev, old and old.get("description"), new and new.get("description"))))
+    cache.add_listener(
+        lambda ev, old, new: seen.append((ev, old and old.get("description"), new and new.get("description")))
+    )
     a = api.create("priorityclasses", pc("a", 1, description="one"))
     api.update("priorityclasses", {**a, "description": "two"})
     api.delete("priorityclasses", "a")
@@ -95,7 +103,9 @@ def test_applies_added_modified_deleted_in_order(api: KubeAPIServer, reflect) ->
     converge(cache, api)
 
 
-def test_bookmarks_advance_the_resource_version_without_changing_the_store(api: KubeAPIServer, reflect) -> None:
+def test_bookmarks_advance_the_resource_version_without_changing_the_store(
+    api: KubeAPIServer, reflect
+) -> None:
     reflector, cache = reflect()
     assert reflector.wait_synced(5)
     changes: list[str] = []
@@ -126,11 +136,15 @@ def test_field_selector_keeps_only_matching_objects(api: KubeAPIServer, reflect)
     wait_for(lambda: cache.get("ns", "p") is None)
     api.create("pods", {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"nodeName": "n1"}})
     wait_for(lambda: cache.get("ns", "q") is not None)
-    assert [r.query.get("fieldSelector") for r in api.requests if r.path == PODS][:2] == ["spec.nodeName=n1"] * 2
+    assert [r.query.get("fieldSelector") for r in api.requests if r.path == PODS][:2] == [
+        "spec.nodeName=n1"
+    ] * 2
 
 
 # -- faults ------------------------------------------------------------------------------------------------
-def test_dropped_watch_reconnects_from_the_last_version_without_relisting(api: KubeAPIServer, reflect) -> None:
+def test_dropped_watch_reconnects_from_the_last_version_without_relisting(
+    api: KubeAPIServer, reflect
+) -> None:
     reflector, cache = reflect()
     assert reflector.wait_synced(5)
     for round_ in range(3):
@@ -174,7 +188,9 @@ def test_410_on_reconnect_relists(gone_as_http: bool, reflect) -> None:
         assert metric("priority_webhook_cache_relists_total", reflector) == 1
 
 
-def test_a_watch_that_is_always_gone_relists_with_backoff_not_in_a_hot_loop(api: KubeAPIServer, reflect) -> None:
+def test_a_watch_that_is_always_gone_relists_with_backoff_not_in_a_hot_loop(
+    api: KubeAPIServer, reflect
+) -> None:
     with api.failing(410, match=lambda record: record.watch):
         reflector, _ = reflect(backoff_initial=0.01, backoff_max=0.05)
         wait_for(lambda: metric("priority_webhook_cache_relists_total", reflector) >= 4)
@@ -262,8 +278,13 @@ def test_unreachable_api_retries_until_it_answers(reflect) -> None:
 def test_kubeconfig_token_is_sent_and_never_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     with KubeAPIServer(token="top-secret-token") as api:
-        reflector = Reflector(api_client(api.kubeconfig(tmp_path / "kubeconfig"), False), PCS, ObjectCache(),
-                              name=unique("auth"), **FAST)
+        reflector = Reflector(
+            api_client(api.kubeconfig(tmp_path / "kubeconfig"), False),
+            PCS,
+            ObjectCache(),
+            name=unique("auth"),
+            **FAST,
+        )
         reflector.start()
         try:
             assert reflector.wait_synced(5)  # the token from the kubeconfig was accepted
@@ -307,8 +328,10 @@ def test_metrics_follow_the_cache(api: KubeAPIServer, reflect) -> None:
     assert metric("priority_webhook_cache_objects", reflector) == 3
     stamp = metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector)
     assert stamp > 0
-    wait_for(lambda: metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector) > stamp,
-             what="bookmarks keep the activity timestamp fresh")
+    wait_for(
+        lambda: metric("priority_webhook_cache_last_activity_timestamp_seconds", reflector) > stamp,
+        what="bookmarks keep the activity timestamp fresh",
+    )
 
 
 @pytest.mark.parametrize("client_certificates", [False, True], ids=["ca-only", "client-certificate"])
@@ -329,7 +352,9 @@ def test_tls_ca_and_client_certificate_come_from_the_kubeconfig(tmp_path, client
 def test_tls_without_the_client_certificate_is_refused(tmp_path) -> None:
     with KubeAPIServer(client_certificates=True) as api:
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", with_client_certificate=False)
-        reflector = Reflector(api_client(kubeconfig, False), PCS, ObjectCache(), name=unique("tls-refused"), **FAST)
+        reflector = Reflector(
+            api_client(kubeconfig, False), PCS, ObjectCache(), name=unique("tls-refused"), **FAST
+        )
         reflector.start()
         try:
             wait_for(lambda: metric("priority_webhook_cache_reconnects_total", reflector) >= 2)

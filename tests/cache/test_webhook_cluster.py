@@ -29,8 +29,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPIS
     with KubeAPIServer(bookmark_interval=0.2) as api:
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
         with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
-            wait_for(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                     timeout=20, what="/readyz 200")
+            wait_for(
+                lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+                timeout=20,
+                what="/readyz 200",
+            )
             yield api, server
 
 
@@ -67,7 +70,9 @@ def sees(server: WebhookServer, class_name: str | None, priority: int | None) ->
     return resolve(server, pod(class_name=class_name))[0] == priority
 
 
-def test_classes_created_changed_and_deleted_while_serving(api: KubeAPIServer, webhook: WebhookServer) -> None:
+def test_classes_created_changed_and_deleted_while_serving(
+    api: KubeAPIServer, webhook: WebhookServer
+) -> None:
     lists = api.list_count(PCS)
     assert resolve(webhook, pod(class_name="high"))[1].endswith("no PriorityClass with name high was found")
     high = api.create("priorityclasses", pc("high", 1000))
@@ -122,28 +127,43 @@ def test_recovers_from_every_fault_and_answers_meanwhile(api: KubeAPIServer, web
     wait_for(lambda: sees(webhook, "after-stall", 4))
 
     names = {item["metadata"]["name"] for item in api.list("priorityclasses")}
-    assert names == {"system-node-critical", "system-cluster-critical", "base", "after-410", "after-500",
-                     "after-stall"}
+    assert names == {
+        "system-node-critical",
+        "system-cluster-critical",
+        "base",
+        "after-410",
+        "after-500",
+        "after-stall",
+    }
 
 
 def test_readyz_is_503_until_the_first_list_then_200(tmp_path: Path) -> None:
-    with KubeAPIServer() as api, api.failing(500), webhook_server(
-        tmp_path, "--kubeconfig", api.kubeconfig(tmp_path / "kubeconfig")
-    ) as server:
+    with (
+        KubeAPIServer() as api,
+        api.failing(500),
+        webhook_server(tmp_path, "--kubeconfig", api.kubeconfig(tmp_path / "kubeconfig")) as server,
+    ):
         wait_for(lambda: api.list_count() >= 2, what="LIST attempted")
         for _ in range(4):  # whichever worker answers
             answer = server.session.get(server.url + "/readyz", timeout=5)
             assert answer.status_code == 503
         api.fail_next(0)
-        wait_for(lambda: all(requests.get(server.url + "/readyz", verify=str(server.ca_file), timeout=5)
-                             .status_code == 200 for _ in range(4)), what="/readyz 200")
+        wait_for(
+            lambda: all(
+                requests.get(server.url + "/readyz", verify=str(server.ca_file), timeout=5).status_code == 200
+                for _ in range(4)
+            ),
+            what="/readyz 200",
+        )
 
         def metrics() -> str:
             return server.session.get(server.url + "/metrics", timeout=5).text
 
         # The gauge is the minimum over live workers: 1 only once every worker has synced.
-        wait_for(lambda: 'priority_webhook_cache_synced{reflector="priorityclasses"} 1.0' in metrics(),
-                 what="synced on every worker")
+        wait_for(
+            lambda: 'priority_webhook_cache_synced{reflector="priorityclasses"} 1.0' in metrics(),
+            what="synced on every worker",
+        )
         text = metrics()
         assert 'priority_webhook_cache_objects{reflector="priorityclasses"} 2.0' in text
         assert "priority_webhook_cache_last_activity_timestamp_seconds" in text

@@ -64,7 +64,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}]}
+                            {
+                                "matchExpressions": [
+                                    {"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}
+                                ]
+                            }
                         ]
                     }
                 }
@@ -84,7 +88,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "alerts": {
         "serviceMonitor": {"enabled": True},
-        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}, "certificateExpiryWarningDays": 30},
+        "prometheusRule": {
+            "enabled": True,
+            "labels": {"release": "prometheus"},
+            "certificateExpiryWarningDays": 30,
+        },
     },
     "no-install-gate": {"admission": {"installGate": {"enabled": False}}, "sidecar": {"enabled": False}},
     "kubernetes-1.24": {"kubeVersionOverride": "1.24.0"},

@@ -68,12 +68,18 @@ def test_the_wait_job_checks_the_service_name_with_the_trusted_cas(scenario: str
     """It dials the name the API server dials and trusts exactly the caBundle the configurations carry."""
     r = rendered(SCENARIOS[scenario])
     args = container(r.one("Job", f"{HOOKS}-wait"))["args"]
-    assert args[:3] == ["/hooks/wait_ready.py", f"https://{FULLNAME}.{NAMESPACE}.svc:443/readyz", "/hooks/ca.crt"]
+    assert args[:3] == [
+        "/hooks/wait_ready.py",
+        f"https://{FULLNAME}.{NAMESPACE}.svc:443/readyz",
+        "/hooks/ca.crt",
+    ]
     ca = r.one("ConfigMap", HOOKS)["data"]["ca.crt"]
     for kind in CONFIG_KINDS:
         for hook in r.one(kind, FULLNAME)["webhooks"]:
             bundle = base64.b64decode(hook["clientConfig"]["caBundle"]).decode()
-            assert x509.load_pem_x509_certificates(bundle.encode()) == x509.load_pem_x509_certificates(ca.encode())
+            assert x509.load_pem_x509_certificates(bundle.encode()) == x509.load_pem_x509_certificates(
+                ca.encode()
+            )
     if scenario == "default":
         secret = r.one("Secret", f"{FULLNAME}-tls")
         (cert,) = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))
@@ -112,7 +118,9 @@ def test_the_config_map_ships_the_scripts_as_they_are(rendered: Render) -> None:
         assert data[path.name] == path.read_text().rstrip("\n")
 
 
-@pytest.mark.parametrize("kind, name", [("Job", f"{HOOKS}-wait"), ("Job", f"{HOOKS}-cleanup"), ("Pod", f"{FULLNAME}-test")])
+@pytest.mark.parametrize(
+    "kind, name", [("Job", f"{HOOKS}-wait"), ("Job", f"{HOOKS}-cleanup"), ("Pod", f"{FULLNAME}-test")]
+)
 def test_hook_pods_are_hardened_and_run_the_webhook_image(kind: str, name: str, rendered: Render) -> None:
     r = rendered({})
     obj = r.one(kind, name)
@@ -130,8 +138,12 @@ def test_hook_pods_are_hardened_and_run_the_webhook_image(kind: str, name: str, 
 def test_wait_ready_passes_once_the_server_answers(tmp_path: Path) -> None:
     with webhook_server(tmp_path) as server:
         ca = server.session.verify
-        result = subprocess.run([sys.executable, "-I", str(SCRIPTS / "wait_ready.py"), server.url + "/readyz", ca, "30"],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-I", str(SCRIPTS / "wait_ready.py"), server.url + "/readyz", ca, "30"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip().endswith(": ready")
 
@@ -142,8 +154,9 @@ def test_wait_ready_gives_up_with_a_reason(tmp_path: Path) -> None:
 
     tls.write_certificates(tmp_path)
     started = time.monotonic()
-    ok, message = wait_ready.wait_ready(f"https://127.0.0.1:{free_port()}/readyz", str(tmp_path / tls.CA_CERT),
-                                        timeout=1.0, interval=0.2)
+    ok, message = wait_ready.wait_ready(
+        f"https://127.0.0.1:{free_port()}/readyz", str(tmp_path / tls.CA_CERT), timeout=1.0, interval=0.2
+    )
     assert not ok and "not ready within 1s" in message and re.search(r"refused|Errno", message)
     assert time.monotonic() - started < 10
 

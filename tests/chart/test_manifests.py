@@ -22,7 +22,9 @@ WARNING = 2
 
 # The chart supports Kubernetes 1.30 up to the newest release kubernetes-validate ships schemas for.
 VERSIONS = sorted({KUBE_VERSION, ".".join(kubernetes_validate.latest_version().split(".")[:2])})
-OLDEST_SHIPPED = "1.25"  # a render for 1.24 must fit the oldest schemas shipped (the end-to-end test runs 1.24)
+OLDEST_SHIPPED = (
+    "1.25"  # a render for 1.24 must fit the oldest schemas shipped (the end-to-end test runs 1.24)
+)
 
 
 def validate(obj: dict[str, Any], version: str = KUBE_VERSION) -> None:
@@ -105,7 +107,11 @@ def test_custom_kinds_appear_only_when_asked_for(rendered: Callable[[dict[str, A
     assert rendered(SCENARIOS["cert-manager"]).kinds() & CUSTOM_KINDS == {"Issuer", "Certificate"}
     assert rendered(SCENARIOS["cert-manager-issuer"]).kinds() & CUSTOM_KINDS == {"Certificate"}
     assert rendered(SCENARIOS["observability"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor"}
-    assert rendered(SCENARIOS["alerts"]).kinds() & CUSTOM_KINDS == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert rendered(SCENARIOS["alerts"]).kinds() & CUSTOM_KINDS == {
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+    }
 
 
 def test_default_install_renders_exactly_the_core_objects(
@@ -133,8 +139,10 @@ def test_default_install_renders_exactly_the_core_objects(
             ("ClusterRoleBinding", "-hooks"),
         ]
     )
-    hooks = {event: [f"{o['kind']}/{o['metadata']['name']}" for o in r.hooks(event)]
-             for event in ("post-install", "pre-delete", "test")}
+    hooks = {
+        event: [f"{o['kind']}/{o['metadata']['name']}" for o in r.hooks(event)]
+        for event in ("post-install", "pre-delete", "test")
+    }
     assert hooks["post-install"] == [
         "Job/pw-priority-webhook-hooks-wait",
         "MutatingWebhookConfiguration/pw-priority-webhook",

@@ -29,7 +29,10 @@ POLICY_VALUES = [ABSENT, None, "PreemptLowerPriority", "Never"]
 
 
 def conditions(r: Rendered) -> dict[str, list[dict[str, str]]]:
-    return {h["name"]: h.get("matchConditions", []) for h in r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]}
+    return {
+        h["name"]: h.get("matchConditions", [])
+        for h in r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]
+    }
 
 
 def as_stored(pod: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +46,10 @@ def pod(priority: Any, policy: Any, **extra: Any) -> dict[str, Any]:
         spec["priority"] = priority
     if policy is not ABSENT:
         spec["preemptionPolicy"] = policy
-    return {"metadata": {"name": "p", "namespace": "team-a", "finalizers": ["example.com/keep"]}, "spec": spec}
+    return {
+        "metadata": {"name": "p", "namespace": "team-a", "finalizers": ["example.com/keep"]},
+        "spec": spec,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,9 @@ def matches(rendered: Render) -> Callable[[str, dict[str, Any], dict[str, Any] |
 
 
 def webhook_changes(operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
-    request = Request(operation=operation, resource=POD_RESOURCE, object=obj, old_object=old, namespace="team-a")
+    request = Request(
+        operation=operation, resource=POD_RESOURCE, object=obj, old_object=old, namespace="team-a"
+    )
     return bool(admit_pod(request, ClassSet()).patch)
 
 
@@ -75,7 +83,9 @@ def test_both_pod_entries_carry_the_same_single_condition(rendered: Render) -> N
     (first, second) = found.values()
     assert first == second and len(first) == 1 and first[0]["name"] == "update-drops-priority-fields"
     validating = rendered({}).one("ValidatingWebhookConfiguration", FULLNAME)["webhooks"]
-    assert not any("matchConditions" in h for h in validating), "CREATE-only and PriorityClass entries need none"
+    assert not any("matchConditions" in h for h in validating), (
+        "CREATE-only and PriorityClass entries need none"
+    )
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,10 @@ def test_linux_only_by_default(kind: str, name: str, rendered: Render) -> None:
 
 def test_node_selectors_merge_with_the_os_one(rendered: Render) -> None:
     r = rendered(PORTABLE)
-    assert pod_spec(r, "Deployment", FULLNAME)["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "system"}
+    assert pod_spec(r, "Deployment", FULLNAME)["nodeSelector"] == {
+        "kubernetes.io/os": "linux",
+        "pool": "system",
+    }
     assert pod_spec(r, "DaemonSet", SIDECAR)["nodeSelector"] == {}, "an empty value drops the default key"
     windows = rendered({"webhook": {"nodeSelector": {"kubernetes.io/os": "windows"}}})
     assert pod_spec(windows, "Deployment", FULLNAME)["nodeSelector"] == {"kubernetes.io/os": "windows"}
@@ -47,7 +50,9 @@ def test_host_network_serves_on_the_node_with_cluster_dns(rendered: Render) -> N
     assert r.one("Service", FULLNAME)["spec"]["ports"][0]["targetPort"] == "https"
     default = pod_spec(rendered({}), "Deployment", FULLNAME)
     assert "hostNetwork" not in default and "dnsPolicy" not in default
-    assert "hostNetwork" not in pod_spec(r, "DaemonSet", SIDECAR), "the sidecar is never called by the API server"
+    assert "hostNetwork" not in pod_spec(r, "DaemonSet", SIDECAR), (
+        "the sidecar is never called by the API server"
+    )
 
 
 def test_extra_args_and_env_come_after_the_charts_own(rendered: Render) -> None:
@@ -58,7 +63,10 @@ def test_extra_args_and_env_come_after_the_charts_own(rendered: Render) -> None:
     assert sidecar["args"][0] == "sidecar" and sidecar["args"][-1] == "--max-evictions-per-minute=3"
     assert webhook["env"][-1] == {"name": "HTTPS_PROXY", "value": ""}
     assert sidecar["env"][-1]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
-    assert {"name": "TMPDIR", "value": "/tmp"} in webhook["env"] and {"name": "TMPDIR", "value": "/tmp"} in sidecar["env"]
+    assert {"name": "TMPDIR", "value": "/tmp"} in webhook["env"] and {
+        "name": "TMPDIR",
+        "value": "/tmp",
+    } in sidecar["env"]
 
 
 def test_affinity_is_free_form_and_keeps_the_spread(rendered: Render) -> None:
@@ -70,16 +78,23 @@ def test_affinity_is_free_form_and_keeps_the_spread(rendered: Render) -> None:
     assert matches(term["podAffinityTerm"]["labelSelector"], labels)
     assert pod_spec(r, "DaemonSet", SIDECAR)["affinity"] == {"podAntiAffinity": {}}
     own = rendered({"webhook": {"affinity": {"podAntiAffinity": {"x": 1}}}})
-    assert pod_spec(own, "Deployment", FULLNAME)["affinity"] == {"podAntiAffinity": {"x": 1}}, "given one replaces ours"
+    assert pod_spec(own, "Deployment", FULLNAME)["affinity"] == {"podAntiAffinity": {"x": 1}}, (
+        "given one replaces ours"
+    )
     assert "affinity" not in pod_spec(rendered({}), "DaemonSet", SIDECAR)
 
 
 @pytest.mark.parametrize(
     "values, expected",
-    [({}, "AlwaysAllow"), (PORTABLE, "IfHealthyBudget"),
-     ({"webhook": {"podDisruptionBudget": {"minAvailable": 1, "unhealthyPodEvictionPolicy": ""}}}, None)],
+    [
+        ({}, "AlwaysAllow"),
+        (PORTABLE, "IfHealthyBudget"),
+        ({"webhook": {"podDisruptionBudget": {"minAvailable": 1, "unhealthyPodEvictionPolicy": ""}}}, None),
+    ],
 )
-def test_pdb_unhealthy_pod_eviction_policy(values: dict[str, Any], expected: str | None, rendered: Render) -> None:
+def test_pdb_unhealthy_pod_eviction_policy(
+    values: dict[str, Any], expected: str | None, rendered: Render
+) -> None:
     spec = rendered(values).one("PodDisruptionBudget", FULLNAME)["spec"]
     assert spec.get("unhealthyPodEvictionPolicy") == expected
 
@@ -98,8 +113,13 @@ def test_system_priority_quota_covers_the_charts_classes(rendered: Render) -> No
     (quota,) = r.of_kind("ResourceQuota")
     assert quota["metadata"]["namespace"] == NAMESPACE and quota["spec"]["hard"] == {"pods": "500"}
     (expr,) = quota["spec"]["scopeSelector"]["matchExpressions"]
-    classes = {pod_spec(r, "Deployment", FULLNAME)["priorityClassName"], pod_spec(r, "DaemonSet", SIDECAR)["priorityClassName"]}
-    assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In" and set(expr["values"]) == classes
+    classes = {
+        pod_spec(r, "Deployment", FULLNAME)["priorityClassName"],
+        pod_spec(r, "DaemonSet", SIDECAR)["priorityClassName"],
+    }
+    assert (
+        expr["scopeName"] == "PriorityClass" and expr["operator"] == "In" and set(expr["values"]) == classes
+    )
     assert rendered({}).of_kind("ResourceQuota") == []
 
 
@@ -127,8 +147,13 @@ def test_fields_follow_the_kubernetes_version(
 
 @pytest.mark.parametrize("setting, expected", [(True, True), (False, False)])
 def test_match_conditions_can_be_forced(setting: bool, expected: bool, rendered: Render) -> None:
-    r = rendered({"kubeVersionOverride": "1.27.0" if setting else "1.31.0", "admission": {"matchConditions": setting}})
-    assert all(("matchConditions" in h) is expected for h in r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"])
+    r = rendered(
+        {"kubeVersionOverride": "1.27.0" if setting else "1.31.0", "admission": {"matchConditions": setting}}
+    )
+    assert all(
+        ("matchConditions" in h) is expected
+        for h in r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]
+    )
 
 
 def test_a_bad_version_override_is_refused(chart: helm.Chart) -> None:

@@ -60,16 +60,22 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
 def test_grants_are_exactly_what_each_component_needs(
     scenario: str, sidecar: set[tuple[str, str, str]] | None, rendered: Render
 ) -> None:
-    values = SCENARIOS[scenario] if scenario in SCENARIOS else {
-        "sidecar-delete": {"sidecar": {"ignorePdb": True}},
-        "no-sidecar": {"sidecar": {"enabled": False}},
-    }[scenario]
+    values = (
+        SCENARIOS[scenario]
+        if scenario in SCENARIOS
+        else {
+            "sidecar-delete": {"sidecar": {"ignorePdb": True}},
+            "no-sidecar": {"sidecar": {"enabled": False}},
+        }[scenario]
+    )
     r = rendered(values)
     roles = {role["metadata"]["name"]: grants(role) for role in r.of_kind("ClusterRole")}
     expected = {FULLNAME: WEBHOOK_GRANTS, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
     expected |= {SIDECAR: sidecar} if sidecar else {}
     assert roles == expected
-    assert {role["metadata"]["name"]: grants(role) for role in r.of_kind("Role")} == {TEST: TEST_NAMESPACE_GRANTS}
+    assert {role["metadata"]["name"]: grants(role) for role in r.of_kind("Role")} == {
+        TEST: TEST_NAMESPACE_GRANTS
+    }
     for grant in set().union(*roles.values()):
         assert "*" not in grant
         assert grant[1] != "secrets", "no component reads Secrets"
@@ -97,8 +103,11 @@ def test_each_role_is_bound_to_its_own_service_account_only(scenario: str, rende
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
         r.one("ServiceAccount", name)
-    pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in r.objects
-            if o["kind"] in ("Deployment", "DaemonSet")}
+    pods = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]
+        for o in r.objects
+        if o["kind"] in ("Deployment", "DaemonSet")
+    }
     pods |= {o["metadata"]["name"]: o["spec"] for o in r.of_kind("Pod")}
     for name, spec in pods.items():
         assert spec["serviceAccountName"] == name

@@ -88,8 +88,16 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("no API server port", {"networkPolicy": {"apiServer": {"ports": []}}}, "ports"),
     ("kube version not a version", {"kubeVersionOverride": "1.x"}, "kubeVersionOverride"),
     ("matchConditions not a boolean", {"admission": {"matchConditions": "auto"}}, "matchConditions"),
-    ("install gate timeout too short", {"admission": {"installGate": {"timeoutSeconds": 5}}}, "timeoutSeconds"),
-    ("annotation value not a string", {"admission": {"annotations": {"admissions.enforcer/disabled": True}}}, "annotations"),
+    (
+        "install gate timeout too short",
+        {"admission": {"installGate": {"timeoutSeconds": 5}}},
+        "timeoutSeconds",
+    ),
+    (
+        "annotation value not a string",
+        {"admission": {"annotations": {"admissions.enforcer/disabled": True}}},
+        "annotations",
+    ),
     (
         "PDB eviction policy",
         {"webhook": {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Always"}}},

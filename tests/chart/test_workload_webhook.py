@@ -30,8 +30,10 @@ def _args(r: Rendered) -> list[str]:
     return r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-@pytest.mark.parametrize(("mode", "entry", "flag"), [("warn", True, False), ("deny", True, True),
-                                                      ("off", False, False), (None, True, False)])
+@pytest.mark.parametrize(
+    ("mode", "entry", "flag"),
+    [("warn", True, False), ("deny", True, True), ("off", False, False), (None, True, False)],
+)
 def test_modes(rendered: Render, mode: str | None, entry: bool, flag: bool) -> None:
     r = rendered({"admission": {"workloads": mode}} if mode else {})
     assert len(_hooks(r)) == int(entry)

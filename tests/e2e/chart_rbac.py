@@ -39,8 +39,11 @@ class InstalledRbac:
     workdir: Path
 
     def service_account(self, component: str) -> str:
-        found = [o["metadata"]["name"] for o in self.rendered.of_kind("ServiceAccount")
-                 if component_of(o) == component]
+        found = [
+            o["metadata"]["name"]
+            for o in self.rendered.of_kind("ServiceAccount")
+            if component_of(o) == component
+        ]
         assert len(found) == 1, f"one ServiceAccount for {component}, got {found}"
         return found[0]
 
@@ -49,11 +52,14 @@ class InstalledRbac:
 
     def kubeconfig(self, component: str) -> Path:
         name = self.service_account(component)
-        return self.cluster.service_account_kubeconfig(self.workdir / f"{name}.kubeconfig", self.namespace, name)
+        return self.cluster.service_account_kubeconfig(
+            self.workdir / f"{name}.kubeconfig", self.namespace, name
+        )
 
 
-def install_rbac(cluster: ControlPlane, workdir: Path, values: dict[str, Any] | None, *, release: str,
-                 namespace: str) -> InstalledRbac:
+def install_rbac(
+    cluster: ControlPlane, workdir: Path, values: dict[str, Any] | None, *, release: str, namespace: str
+) -> InstalledRbac:
     rendered = render_chart(values, release=release, namespace=namespace)
     if cluster.kubectl("get", "namespace", namespace, check=False).returncode != 0:
         cluster.kubectl("create", "namespace", namespace)
@@ -65,5 +71,6 @@ def install_rbac(cluster: ControlPlane, workdir: Path, values: dict[str, Any] | 
 def uninstall_rbac(installed: InstalledRbac) -> None:
     for obj in installed.rendered.objects:
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-            installed.cluster.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"],
-                                      "--ignore-not-found", check=False)
+            installed.cluster.kubectl(
+                "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found", check=False
+            )

@@ -76,19 +76,23 @@ def no_priority_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cont
     (`--disable-admission-plugins=Priority`), so that our webhook alone decides pod priority. Modules
     register the webhook for their own tests (module-scoped) and leave no PriorityClass behind."""
     _require_assets()
-    with ControlPlane.start(tmp_path_factory.mktemp("envtest-no-priority"),
-                            apiserver_args=["--disable-admission-plugins=Priority"],
-                            controller_manager=True) as plane:
+    with ControlPlane.start(
+        tmp_path_factory.mktemp("envtest-no-priority"),
+        apiserver_args=["--disable-admission-plugins=Priority"],
+        controller_manager=True,
+    ) as plane:
         yield plane
 
 
 @pytest.fixture(scope="session")
-def no_priority_webhook(no_priority_plane: ControlPlane,
-                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegisteredWebhook]:
+def no_priority_webhook(
+    no_priority_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RegisteredWebhook]:
     """Our webhook (one worker) registered on `no_priority_plane` with the chart's configurations, started on
     first use and shared by the modules that test it there; a test that stops it brings it back."""
-    with registered_webhook(no_priority_plane, tmp_path_factory.mktemp("no-priority-webhook"),
-                            workers=1) as hook:
+    with registered_webhook(
+        no_priority_plane, tmp_path_factory.mktemp("no-priority-webhook"), workers=1
+    ) as hook:
         yield hook
 
 

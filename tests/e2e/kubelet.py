@@ -42,12 +42,23 @@ class FakeKubelet:
         self._thread.start()
 
     # -- plumbing ------------------------------------------------------------------------------------
-    def call(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-             ok: tuple[int, ...] = (200, 201)) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        ok: tuple[int, ...] = (200, 201),
+    ) -> Any:
         with self._lock:  # requests.Session is not thread-safe; the heartbeat thread shares it
-            response = self.session.request(method, self.cluster.url + path, data=json.dumps(body)
-                                            if body is not None else None,
-                                            headers={"Content-Type": content_type}, timeout=10)
+            response = self.session.request(
+                method,
+                self.cluster.url + path,
+                data=json.dumps(body) if body is not None else None,
+                headers={"Content-Type": content_type},
+                timeout=10,
+            )
         if response.status_code not in ok:
             raise AssertionError(f"{method} {path}: {response.status_code} {response.text[:300]}")
         return response.json() if response.content else None
@@ -60,29 +71,59 @@ class FakeKubelet:
         self.session.close()
 
     # -- nodes ---------------------------------------------------------------------------------------
-    def register_node(self, name: str, *, cpu: str = "2", memory: str = "4Gi", pods: str = "110",
-                      labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def register_node(
+        self,
+        name: str,
+        *,
+        cpu: str = "2",
+        memory: str = "4Gi",
+        pods: str = "110",
+        labels: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Create the Node and write its status (capacity = allocatable, Ready)."""
         allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
-        self.call("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
-                                            "metadata": {"name": name, "labels": {
-                                                "kubernetes.io/hostname": name, **(labels or {})}}})
+        self.call(
+            "POST",
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            },
+        )
         self.nodes[name] = allocatable
         return self._heartbeat(name)
 
     def _node_status(self, name: str) -> dict[str, Any]:
         stamp = now()
-        return {"status": {
-            "capacity": self.nodes[name], "allocatable": self.nodes[name],
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status", "lastHeartbeatTime": stamp,
-                            "lastTransitionTime": stamp}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-        }}
+        return {
+            "status": {
+                "capacity": self.nodes[name],
+                "allocatable": self.nodes[name],
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": stamp,
+                        "lastTransitionTime": stamp,
+                    }
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                    {"type": "Hostname", "address": name},
+                ],
+            }
+        }
 
     def _heartbeat(self, name: str) -> dict[str, Any]:
-        return self.call("PATCH", f"/api/v1/nodes/{name}/status", self._node_status(name),
-                         content_type="application/merge-patch+json")
+        return self.call(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            self._node_status(name),
+            content_type="application/merge-patch+json",
+        )
 
     def _heartbeats(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
@@ -100,51 +141,105 @@ class FakeKubelet:
         return self.call("POST", f"/api/v1/namespaces/{namespace}/pods", dict(pod))
 
     def set_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        return self.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": status},
-                         content_type="application/merge-patch+json")
+        return self.call(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+            {"status": status},
+            content_type="application/merge-patch+json",
+        )
 
     def run(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         """Create the pod (bound by `spec.nodeName`) and report it Running and Ready, as the kubelet would."""
         created = self.create(pod)
         meta = created["metadata"]
         stamp = now()
-        return self.set_status(meta["namespace"], meta["name"], {
-            "phase": "Running", "startTime": stamp, "hostIP": "127.0.0.1", "podIP": "10.1.0.1",
-            "conditions": [{"type": t, "status": "True", "lastTransitionTime": stamp}
-                           for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
-            "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
-                                   "restartCount": 0, "started": True,
-                                   "state": {"running": {"startedAt": stamp}}}
-                                  for c in created["spec"]["containers"]],
-        })
+        return self.set_status(
+            meta["namespace"],
+            meta["name"],
+            {
+                "phase": "Running",
+                "startTime": stamp,
+                "hostIP": "127.0.0.1",
+                "podIP": "10.1.0.1",
+                "conditions": [
+                    {"type": t, "status": "True", "lastTransitionTime": stamp}
+                    for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+                ],
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c["image"],
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "started": True,
+                        "state": {"running": {"startedAt": stamp}},
+                    }
+                    for c in created["spec"]["containers"]
+                ],
+            },
+        )
 
     def succeed(self, namespace: str, name: str) -> dict[str, Any]:
         """Every container exited 0: phase Succeeded (a terminal pod holds no resources)."""
         pod = self.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         stamp = now()
-        return self.set_status(namespace, name, {
-            "phase": "Succeeded",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted",
-                            "lastTransitionTime": stamp}],
-            "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False,
-                                   "restartCount": 0, "state": {"terminated": {
-                                       "exitCode": 0, "reason": "Completed", "startedAt": stamp,
-                                       "finishedAt": stamp}}}
-                                  for c in pod["spec"]["containers"]],
-        })
+        return self.set_status(
+            namespace,
+            name,
+            {
+                "phase": "Succeeded",
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "PodCompleted",
+                        "lastTransitionTime": stamp,
+                    }
+                ],
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0,
+                                "reason": "Completed",
+                                "startedAt": stamp,
+                                "finishedAt": stamp,
+                            }
+                        },
+                    }
+                    for c in pod["spec"]["containers"]
+                ],
+            },
+        )
 
-    def reject(self, pod: Mapping[str, Any], resource: str, *, requested: int, used: int,
-               capacity: int) -> dict[str, Any]:
+    def reject(
+        self, pod: Mapping[str, Any], resource: str, *, requested: int, used: int, capacity: int
+    ) -> dict[str, Any]:
         """Create the pod and fail its admission as the kubelet's status manager writes it (lifecycle/
         predicate.go: InsufficientResourceError -> reason `OutOf<resource>`, message "Pod was rejected:
         Node didn't have enough resource: ...")."""
         created = self.create(pod)
         meta = created["metadata"]
-        message = (f"Pod was rejected: Node didn't have enough resource: {resource}, requested: {requested}, "
-                   f"used: {used}, capacity: {capacity}")
-        return self.set_status(meta["namespace"], meta["name"], {
-            "phase": "Failed", "reason": f"OutOf{resource}", "message": message, "startTime": now(),
-        })
+        message = (
+            f"Pod was rejected: Node didn't have enough resource: {resource}, requested: {requested}, "
+            f"used: {used}, capacity: {capacity}"
+        )
+        return self.set_status(
+            meta["namespace"],
+            meta["name"],
+            {
+                "phase": "Failed",
+                "reason": f"OutOf{resource}",
+                "message": message,
+                "startTime": now(),
+            },
+        )
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         return self.call("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
@@ -156,23 +251,40 @@ class FakeKubelet:
         for pod in self.pods(namespace):
             meta = pod["metadata"]
             if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-                self.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{meta['name']}",
-                          {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-                          ok=(200, 404))
+                self.call(
+                    "DELETE",
+                    f"/api/v1/namespaces/{namespace}/pods/{meta['name']}",
+                    {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                    ok=(200, 404),
+                )
                 done.append(meta["name"])
         return done
 
     def drop_finalizers(self, namespace: str) -> None:
         for pod in self.pods(namespace):
             if pod["metadata"].get("finalizers"):
-                self.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
-                          {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+                self.call(
+                    "PATCH",
+                    f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                    {"metadata": {"finalizers": None}},
+                    content_type="application/merge-patch+json",
+                )
 
 
-def pod(name: str, namespace: str, node: str | None, *, cpu: str | None = None, memory: str | None = None,
-        priority_class: str | None = None, labels: Mapping[str, str] | None = None,
-        annotations: Mapping[str, str] | None = None, limits: bool = False,
-        finalizers: list[str] | None = None, owner: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def pod(
+    name: str,
+    namespace: str,
+    node: str | None,
+    *,
+    cpu: str | None = None,
+    memory: str | None = None,
+    priority_class: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    limits: bool = False,
+    finalizers: list[str] | None = None,
+    owner: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A pod manifest with one container; bound to `node` when given."""
     requests_ = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: dict[str, Any] = {"requests": requests_} if requests_ else {}
@@ -185,9 +297,10 @@ def pod(name: str, namespace: str, node: str | None, *, cpu: str | None = None, 
         meta["finalizers"] = list(finalizers)
     if owner:
         meta["ownerReferences"] = [dict(owner)]
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                                            "resources": resources}],
-                            "terminationGracePeriodSeconds": 30}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "resources": resources}],
+        "terminationGracePeriodSeconds": 30,
+    }
     if node:
         spec["nodeName"] = node
     if priority_class:

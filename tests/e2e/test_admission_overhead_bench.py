@@ -15,8 +15,9 @@ def test_the_benchmark_measures_pod_creations_without_and_with_our_webhook(clust
         summary = measure(cluster, tmp_path, requests_per_arm=REQUESTS, rounds=1, namespace=NAMESPACE)
     finally:
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
-        cluster.kubectl("delete", "priorityclass", CLASS["metadata"]["name"], "--ignore-not-found",
-                        check=False)
+        cluster.kubectl(
+            "delete", "priorityclass", CLASS["metadata"]["name"], "--ignore-not-found", check=False
+        )
     for kind in KINDS:
         assert set(summary[kind]) == {NONE, "webhook"}
         for figures in summary[kind].values():

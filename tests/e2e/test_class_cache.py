@@ -31,14 +31,16 @@ from tests.support.wait import wait_for
 
 NS = "e2e-cache"
 SEEN_TIMEOUT = 10.0  # generous: the measured figure is about a tenth of a second (see docs/end-to-end.md)
-IN_A_ROW = 4         # reviews in a row that must agree, so that both workers' caches are covered
-STOP_TIMEOUT = 3.0   # kube-apiserver waits for open watches (ours) before it exits: SIGKILL after this
+IN_A_ROW = 4  # reviews in a row that must agree, so that both workers' caches are covered
+STOP_TIMEOUT = 3.0  # kube-apiserver waits for open watches (ours) before it exits: SIGKILL after this
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    with ControlPlane.start(tmp_path_factory.mktemp("envtest-cache"),
-                            apiserver_args=["--disable-admission-plugins=Priority", "--watch-cache=false"]) as cp:
+    with ControlPlane.start(
+        tmp_path_factory.mktemp("envtest-cache"),
+        apiserver_args=["--disable-admission-plugins=Priority", "--watch-cache=false"],
+    ) as cp:
         ensure_namespace(cp, NS)
         yield cp
 
@@ -56,7 +58,9 @@ def cluster(plane: ControlPlane, hook: RegisteredWebhook, attach_logs) -> Contro
 
 def seen(cluster: ControlPlane, expected: dict[str, int | None], default: int = 0) -> float:
     with cluster.session() as session:
-        return wait_until_resolved(cluster, session, NS, expected, default, times=IN_A_ROW, timeout=SEEN_TIMEOUT)
+        return wait_until_resolved(
+            cluster, session, NS, expected, default, times=IN_A_ROW, timeout=SEEN_TIMEOUT
+        )
 
 
 def cache_metric(hook: RegisteredWebhook, name: str, labels: str = "") -> float:
@@ -71,8 +75,12 @@ def test_created_updated_and_deleted_classes_reach_reviews(cluster, hook, record
     cluster.kubectl("label", "priorityclass", "cache-a", "tier=e2e")
     cluster.kubectl("patch", "priorityclass", "cache-a", "-p", '{"description": "second"}')
     # Labels and description change no decision; every worker's watch still delivers both changes.
-    wait_for(lambda: cache_metric(hook, "watch_events_total", 'type="MODIFIED"') >= modified + 4,
-             timeout=SEEN_TIMEOUT, interval=0.05, what="both workers to see two MODIFIED events")
+    wait_for(
+        lambda: cache_metric(hook, "watch_events_total", 'type="MODIFIED"') >= modified + 4,
+        timeout=SEEN_TIMEOUT,
+        interval=0.05,
+        what="both workers to see two MODIFIED events",
+    )
     refused = cluster.kubectl("patch", "priorityclass", "cache-a", "-p", '{"value": 778}', check=False)
     assert refused.returncode == 1 and "may not be changed in an update" in refused.stderr
 
@@ -87,18 +95,26 @@ def test_created_updated_and_deleted_classes_reach_reviews(cluster, hook, record
 
 
 def test_the_cache_rides_out_an_api_server_restart_and_readyz_waits_for_the_first_list(
-        cluster, hook, tmp_path) -> None:
+    cluster, hook, tmp_path
+) -> None:
     """While kube-apiserver is down, a webhook started then is alive but not ready (reviews get 503); the
     running one keeps serving. Once it is back, the new one becomes ready and the running one's watch
     resumes from its resourceVersion (nothing was compacted: no LIST needed)."""
     cluster.apply(priority_class("cache-restart", 10))
     seen(cluster, {"cache-restart": 10})
     reconnects, relists = cache_metric(hook, "reconnects_total"), cache_metric(hook, "relists_total")
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "1", "operation": "CREATE", "namespace": NS,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "object": pod("late", NS, "cache-restart")}}
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "1",
+            "operation": "CREATE",
+            "namespace": NS,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": pod("late", NS, "cache-restart"),
+        },
+    }
     apiserver = cluster.processes["kube-apiserver"]
     apiserver.stop(STOP_TIMEOUT)
     try:
@@ -113,12 +129,19 @@ def test_the_cache_rides_out_an_api_server_restart_and_readyz_waits_for_the_firs
 
             apiserver.start()
             wait_for(cluster.ready, timeout=120, interval=0.1, what="kube-apiserver to come back")
-            wait_for(lambda: late.session.get(late.url + "/readyz", timeout=5).status_code == 200,
-                     timeout=60, interval=0.1, what="/readyz after the first LIST")
+            wait_for(
+                lambda: late.session.get(late.url + "/readyz", timeout=5).status_code == 200,
+                timeout=60,
+                interval=0.1,
+                what="/readyz after the first LIST",
+            )
             answer = late.review("/mutate", review).json()["response"]
             assert answer["allowed"]
             assert json.loads(base64.b64decode(answer["patch"]))[0] == {
-                "op": "add", "path": "/spec/priority", "value": 10}
+                "op": "add",
+                "path": "/spec/priority",
+                "value": 10,
+            }
     finally:
         if not apiserver.running():
             apiserver.start()
@@ -143,8 +166,12 @@ def test_a_real_410_gone_makes_every_worker_list_again(cluster, hook) -> None:
     cluster.compact_etcd()
     cluster.restart_apiserver(stop_timeout=STOP_TIMEOUT)
 
-    wait_for(lambda: cache_metric(hook, "relists_total") >= relists + 2, timeout=60, interval=0.1,
-             what="both workers to re-list after 410 Gone")
+    wait_for(
+        lambda: cache_metric(hook, "relists_total") >= relists + 2,
+        timeout=60,
+        interval=0.1,
+        what="both workers to re-list after 410 Gone",
+    )
     assert hook.server.log().count("priorityclasses: resourceVersion") >= 2
     assert "expired, re-listing" in hook.server.log()
     # The re-listed cache is whole and its new watch works.

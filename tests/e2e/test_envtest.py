@@ -23,10 +23,15 @@ def test_the_cluster_answers_kubectl_with_the_builtin_priority_classes(cluster: 
 def test_a_pod_is_created_with_the_in_tree_priority_plugin_resolving_its_class(cluster: ControlPlane) -> None:
     cluster.kubectl("create", "namespace", "envtest-smoke")
     try:
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "p", "namespace": "envtest-smoke"},
-               "spec": {"priorityClassName": "system-cluster-critical",
-                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "envtest-smoke"},
+            "spec": {
+                "priorityClassName": "system-cluster-critical",
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
+            },
+        }
         cluster.apply(pod)
         stored = cluster.get_json("pod", "p", "-n", "envtest-smoke")
         assert stored["spec"]["priority"] == 2000000000
@@ -36,15 +41,20 @@ def test_a_pod_is_created_with_the_in_tree_priority_plugin_resolving_its_class(c
 
 
 def test_extra_flags_restart_compaction_and_a_clean_stop(start_control_plane) -> None:
-    plane = start_control_plane(apiserver_args=["--disable-admission-plugins=Priority", "--watch-cache=false"])
+    plane = start_control_plane(
+        apiserver_args=["--disable-admission-plugins=Priority", "--watch-cache=false"]
+    )
     created = plane.kubectl("create", "configmap", "before", "-n", "default", "-o", "json")
     old_rv = json.loads(created.stdout)["metadata"]["resourceVersion"]
     plane.kubectl("create", "configmap", "after", "-n", "default")
     plane.kubectl("create", "configmap", "later", "-n", "default")
     plane.compact_etcd()
     with plane.session() as session:
-        gone = session.get(f"{plane.url}/api/v1/namespaces/default/configmaps",
-                           params={"watch": "1", "resourceVersion": old_rv, "timeoutSeconds": "1"}, timeout=10)
+        gone = session.get(
+            f"{plane.url}/api/v1/namespaces/default/configmaps",
+            params={"watch": "1", "resourceVersion": old_rv, "timeoutSeconds": "1"},
+            timeout=10,
+        )
     assert '"code":410' in gone.text.replace(" ", "")
 
     plane.restart_apiserver()
@@ -53,8 +63,11 @@ def test_extra_flags_restart_compaction_and_a_clean_stop(start_control_plane) ->
     pids = [p.popen.pid for p in plane.processes.values() if p.popen is not None]
     plane.stop()
     for pid in pids:
-        wait_for(lambda pid=pid: not os.path.exists(f"/proc/{pid}") or _zombie(pid), timeout=30,
-                 what=f"process {pid} to exit")
+        wait_for(
+            lambda pid=pid: not os.path.exists(f"/proc/{pid}") or _zombie(pid),
+            timeout=30,
+            what=f"process {pid} to exit",
+        )
     with pytest.raises(requests.ConnectionError):
         requests.get(plane.url + "/readyz", verify=str(plane.ca_file), timeout=2)
 

@@ -43,8 +43,12 @@ def chart_for(tmp_path: Path) -> Path:
 
 
 def pod(name: str, namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+    }
 
 
 def create_pod(cluster: ControlPlane, namespace: str, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -55,8 +59,12 @@ def create_pod(cluster: ControlPlane, namespace: str, *flags: str) -> subprocess
 def new_namespace(cluster: ControlPlane, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", name)
-    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-             timeout=60, interval=0.2, what=f"the default ServiceAccount in {name}")
+    wait_for(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout=60,
+        interval=0.2,
+        what=f"the default ServiceAccount in {name}",
+    )
     return name
 
 
@@ -66,9 +74,17 @@ def release(cluster: ControlPlane, tmp_path: Path) -> Iterator[dict[str, str]]:
     names = {"release": f"gate{uuid.uuid4().hex[:5]}", "namespace": f"pw-install-{uuid.uuid4().hex[:6]}"}
     yield names
     instance = f"app.kubernetes.io/instance={names['release']}"
-    cluster.kubectl("delete", ",".join((*CONFIG_KINDS, "clusterrole", "clusterrolebinding")), "-l", instance,
-                    "--ignore-not-found", check=False)
-    cluster.kubectl("delete", "namespace", names["namespace"], "--wait=false", "--ignore-not-found", check=False)
+    cluster.kubectl(
+        "delete",
+        ",".join((*CONFIG_KINDS, "clusterrole", "clusterrolebinding")),
+        "-l",
+        instance,
+        "--ignore-not-found",
+        check=False,
+    )
+    cluster.kubectl(
+        "delete", "namespace", names["namespace"], "--wait=false", "--ignore-not-found", check=False
+    )
 
 
 def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
@@ -76,10 +92,19 @@ def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
 ) -> None:
     name, namespace = release["release"], release["namespace"]
     fullname = f"{name}-priority-webhook"
-    with (helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
-          helm.Chart.load(chart_for(tmp_path)) as chart, pytest.raises(helm.HelmError) as failed):
-        config.install(chart, name, {"kubeVersionOverride": cluster.version}, namespace=namespace,
-                       create_namespace=True, timeout=8)
+    with (
+        helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+        helm.Chart.load(chart_for(tmp_path)) as chart,
+        pytest.raises(helm.HelmError) as failed,
+    ):
+        config.install(
+            chart,
+            name,
+            {"kubeVersionOverride": cluster.version},
+            namespace=namespace,
+            create_namespace=True,
+            timeout=8,
+        )
     assert "post-install" in str(failed.value) and f"{fullname}-hooks-wait" in str(failed.value)
 
     # Helm applied the release (the webhook's pods are Pending: no kubelet), then stopped at the gate.
@@ -103,20 +128,34 @@ def test_without_the_gate_the_same_install_refuses_pods_until_the_webhook_answer
     once, because the API server cannot reach a webhook that never started."""
     name, namespace = release["release"], release["namespace"]
     with helm.Chart.load(CHART) as chart:
-        rendered = render(chart, {"kubeVersionOverride": cluster.version, "admission": {"installGate": {"enabled": False}}},
-                          namespace=namespace, release=name)
+        rendered = render(
+            chart,
+            {"kubeVersionOverride": cluster.version, "admission": {"installGate": {"enabled": False}}},
+            namespace=namespace,
+            release=name,
+        )
     configs = [o for o in rendered.installed() if o["kind"].lower() in CONFIG_KINDS]
     assert len(configs) == 2
     served = new_namespace(cluster, "team")
     try:
         cluster.apply(*configs)
-        wait_for(lambda: "failed calling webhook" in create_pod(cluster, served, "--dry-run=server").stderr,
-                 timeout=30, interval=0.2, what="the fail-closed configuration to refuse pods")
+        wait_for(
+            lambda: "failed calling webhook" in create_pod(cluster, served, "--dry-run=server").stderr,
+            timeout=30,
+            interval=0.2,
+            what="the fail-closed configuration to refuse pods",
+        )
     finally:
         for config in configs:
-            cluster.kubectl("delete", config["kind"].lower(), config["metadata"]["name"], "--ignore-not-found")
-    wait_for(lambda: create_pod(cluster, served, "--dry-run=server").returncode == 0,
-             timeout=30, interval=0.2, what="pods to be admitted again")
+            cluster.kubectl(
+                "delete", config["kind"].lower(), config["metadata"]["name"], "--ignore-not-found"
+            )
+    wait_for(
+        lambda: create_pod(cluster, served, "--dry-run=server").returncode == 0,
+        timeout=30,
+        interval=0.2,
+        what="pods to be admitted again",
+    )
     cluster.kubectl("delete", "namespace", served, "--wait=false")
 
 
@@ -124,8 +163,12 @@ def test_an_old_api_server_drops_match_conditions(cluster: ControlPlane, release
     """Why the chart gates matchConditions on the version: 1.24 does not know them. kubectl refuses the
     field outright, and a server that takes it (no client validation) silently drops it."""
     with helm.Chart.load(CHART) as chart:
-        rendered = render(chart, {"kubeVersionOverride": "1.30.0", "admission": {"failurePolicy": "Ignore"}},
-                          namespace=release["namespace"], release=release["release"])
+        rendered = render(
+            chart,
+            {"kubeVersionOverride": "1.30.0", "admission": {"failurePolicy": "Ignore"}},
+            namespace=release["namespace"],
+            release=release["release"],
+        )
     (mutating,) = rendered.of_kind("MutatingWebhookConfiguration")
     assert all("matchConditions" in hook for hook in mutating["webhooks"])
     mutating["metadata"]["labels"]["app.kubernetes.io/instance"] = release["release"]
@@ -139,21 +182,35 @@ def test_an_old_api_server_drops_match_conditions(cluster: ControlPlane, release
         cluster.kubectl("delete", "mutatingwebhookconfiguration", mutating["metadata"]["name"])
 
 
-def test_the_helm_test_script_checks_a_dry_run_pod_through_the_webhook(cluster: ControlPlane, tmp_path: Path) -> None:
+def test_the_helm_test_script_checks_a_dry_run_pod_through_the_webhook(
+    cluster: ControlPlane, tmp_path: Path
+) -> None:
     """`helm test` runs check_priority.py in a pod; here it runs with a kubeconfig against the real API
     server with our webhook registered, and the dry-run pod it sends is admitted by the webhook."""
     with registered_webhook(cluster, tmp_path, "--workers", "1") as hook:
         before = hook.requests()
         env = {"KUBECONFIG": str(cluster.kubeconfig), "PATH": str(Path(sys.executable).parent)}
-        for args, expected in ((["default", "system-node-critical"], "gets priority 2000001000"),
-                               (["default"], "gets priority 0")):
-            result = subprocess.run([sys.executable, str(SCRIPTS / "check_priority.py"), *args], env=env,
-                                    capture_output=True, text=True, timeout=60)
+        for args, expected in (
+            (["default", "system-node-critical"], "gets priority 2000001000"),
+            (["default"], "gets priority 0"),
+        ):
+            result = subprocess.run(
+                [sys.executable, str(SCRIPTS / "check_priority.py"), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert result.returncode == 0, result.stderr
             assert expected in result.stdout
         assert hook.requests() >= before + 4  # mutate and validate, per pod
-        missing = subprocess.run([sys.executable, str(SCRIPTS / "check_priority.py"), "default", "no-such-class"],
-                                 env=env, capture_output=True, text=True, timeout=60)
+        missing = subprocess.run(
+            [sys.executable, str(SCRIPTS / "check_priority.py"), "default", "no-such-class"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert missing.returncode == 1 and "no-such-class does not exist" in missing.stderr
 
 
@@ -165,15 +222,25 @@ def test_an_upgrade_keeps_the_generated_certificate(
     neither waits for a webhook that cannot start nor blocks the shared cluster's other namespaces.)"""
     name, namespace = release["release"], release["namespace"]
     secret_name = f"{name}-priority-webhook-tls"
-    values = {"kubeVersionOverride": cluster.version, "sidecar": {"enabled": False},
-              "admission": {"installGate": {"enabled": False}, "failurePolicy": "Ignore",
-                            "priorityClassFailurePolicy": "Ignore"}}
-    with (helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
-          helm.Chart.load(chart_for(tmp_path)) as chart):
+    values = {
+        "kubeVersionOverride": cluster.version,
+        "sidecar": {"enabled": False},
+        "admission": {
+            "installGate": {"enabled": False},
+            "failurePolicy": "Ignore",
+            "priorityClassFailurePolicy": "Ignore",
+        },
+    }
+    with (
+        helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+        helm.Chart.load(chart_for(tmp_path)) as chart,
+    ):
         config.install(chart, name, values, namespace=namespace, create_namespace=True, timeout=60)
         first = cluster.get_json("secret", secret_name, "-n", namespace)["data"]
         bundle = cluster.get_json("mutatingwebhookconfiguration", f"{name}-priority-webhook")
-        config.upgrade(chart, name, {**values, "webhook": {"logLevel": "debug"}}, namespace=namespace, timeout=60)
+        config.upgrade(
+            chart, name, {**values, "webhook": {"logLevel": "debug"}}, namespace=namespace, timeout=60
+        )
         second = cluster.get_json("secret", secret_name, "-n", namespace)["data"]
         assert second == first, "the upgrade reused the certificate and CA"
         after = cluster.get_json("mutatingwebhookconfiguration", f"{name}-priority-webhook")
@@ -183,5 +250,9 @@ def test_an_upgrade_keeps_the_generated_certificate(
         deployment = cluster.get_json("deployment", f"{name}-priority-webhook", "-n", namespace)
         assert "--log-level=debug" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         config.uninstall(name, timeout=60)
-    assert "NotFound" in cluster.kubectl("get", "mutatingwebhookconfiguration", f"{name}-priority-webhook",
-                                         check=False).stderr
+    assert (
+        "NotFound"
+        in cluster.kubectl(
+            "get", "mutatingwebhookconfiguration", f"{name}-priority-webhook", check=False
+        ).stderr
+    )

@@ -72,8 +72,11 @@ class Case:
     def legacy(self) -> bool:
         """The documented difference: our webhook maps the annotation, the plugin (since 1.16) does not."""
         meta, spec = self.pod["metadata"], self.pod["spec"]
-        return (meta["namespace"] == "kube-system" and (meta.get("annotations") or {}).get(CRITICAL_POD) == ""
-                and not spec.get("priorityClassName"))
+        return (
+            meta["namespace"] == "kube-system"
+            and (meta.get("annotations") or {}).get(CRITICAL_POD) == ""
+            and not spec.get("priorityClassName")
+        )
 
     def as_named_critical(self, *, bare: bool = False) -> Case:
         """The same pod naming `system-cluster-critical` (`bare`: without a client-set priority or policy):
@@ -127,11 +130,17 @@ TABLE_CLASS_SETS = {
 
 def table_scenarios() -> list[Scenario]:
     """Every upstream TestPodAdmission pod under every class set of the table: 6 x 14 cases."""
-    return [Scenario(f"table:{name}", tuple(_fixture_class(pc) for pc in classes),
-                     tuple(Case(f"table:{name}/{key}", _as_a_cluster_takes_it(obj))
-                           for key, obj in fixtures.PODS.items()),
-                     real=name == "default1+nondefault1")
-            for name, classes in TABLE_CLASS_SETS.items()]
+    return [
+        Scenario(
+            f"table:{name}",
+            tuple(_fixture_class(pc) for pc in classes),
+            tuple(
+                Case(f"table:{name}/{key}", _as_a_cluster_takes_it(obj)) for key, obj in fixtures.PODS.items()
+            ),
+            real=name == "default1+nondefault1",
+        )
+        for name, classes in TABLE_CLASS_SETS.items()
+    ]
 
 
 def example_scenario() -> Scenario:
@@ -140,12 +149,16 @@ def example_scenario() -> Scenario:
     cases = [Case("examples:pod.yaml", example)]
     for pc in classes:
         name, value = pc["metadata"]["name"], pc["value"]
-        cases += [Case(f"examples:names-{name}", pod(f"ex-{name}", "default", name)),
-                  Case(f"examples:names-{name}-same-value", pod(f"ex-{name}-v", "default", name, value)),
-                  Case(f"examples:names-{name}-other-value", pod(f"ex-{name}-o", "default", name, value + 1)),
-                  Case(f"examples:names-{name}-never", pod(f"ex-{name}-n", "default", name, policy="Never"))]
-    cases += [Case("examples:names-none", pod("ex-none", "default")),
-              Case("examples:names-none-legacy", pod("ex-legacy", "kube-system", annotations={CRITICAL_POD: ""}))]
+        cases += [
+            Case(f"examples:names-{name}", pod(f"ex-{name}", "default", name)),
+            Case(f"examples:names-{name}-same-value", pod(f"ex-{name}-v", "default", name, value)),
+            Case(f"examples:names-{name}-other-value", pod(f"ex-{name}-o", "default", name, value + 1)),
+            Case(f"examples:names-{name}-never", pod(f"ex-{name}-n", "default", name, policy="Never")),
+        ]
+    cases += [
+        Case("examples:names-none", pod("ex-none", "default")),
+        Case("examples:names-none-legacy", pod("ex-legacy", "kube-system", annotations={CRITICAL_POD: ""})),
+    ]
     return Scenario("examples", classes, tuple(cases))
 
 
@@ -159,8 +172,14 @@ def generated_scenarios(seed: int, count: int = 6, pods: int = 30) -> list[Scena
         default_at = rng.choice([None, *range(n)])
         for j in range(n):
             value = rng.choice([rng.randint(-1000, 1000), rng.randint(0, 10**9), 10**9, -(2**31), 0])
-            classes.append(priority_class(f"gen{i}-{j}", value, default=j == default_at,
-                                          policy=rng.choice([None, "Never", "PreemptLowerPriority"])))
+            classes.append(
+                priority_class(
+                    f"gen{i}-{j}",
+                    value,
+                    default=j == default_at,
+                    policy=rng.choice([None, "Never", "PreemptLowerPriority"]),
+                )
+            )
         values = {c["metadata"]["name"]: c["value"] for c in classes}
         values |= {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
         default_value = next((c["value"] for c in classes if c.get("globalDefault")), 0)
@@ -172,17 +191,32 @@ def generated_scenarios(seed: int, count: int = 6, pods: int = 30) -> list[Scena
             priority = rng.choice([None, None, resolved, 0, rng.randint(-5, 5), 2000000000])
             policy = rng.choice([None, None, "Never", "PreemptLowerPriority"])
             annotations = rng.choice([None, None, {CRITICAL_POD: ""}, {CRITICAL_POD: "true"}, MIRROR])
-            obj = pod(f"gen{i}-{k}" + ("-" if rng.random() < 0.2 else ""), namespace, class_name, priority,
-                      policy, annotations=annotations)
+            obj = pod(
+                f"gen{i}-{k}" + ("-" if rng.random() < 0.2 else ""),
+                namespace,
+                class_name,
+                priority,
+                policy,
+                annotations=annotations,
+            )
             if obj["metadata"]["name"].endswith("-"):
                 obj["metadata"]["generateName"] = obj["metadata"].pop("name")
             if annotations == MIRROR and rng.random() < 0.7:
                 obj["spec"]["nodeName"] = "oracle-node"
             cases.append(Case(f"seed{seed}/{i}/{k}", obj))
-        for k, (priority, policy) in enumerate([(None, None), (0, None), (2000000000, None), (None, "Never"),
-                                                (0, "PreemptLowerPriority"), (default_value, None)]):
-            obj = pod(f"gen{i}-legacy{k}", "kube-system", None, priority, policy,
-                      annotations={CRITICAL_POD: ""})
+        for k, (priority, policy) in enumerate(
+            [
+                (None, None),
+                (0, None),
+                (2000000000, None),
+                (None, "Never"),
+                (0, "PreemptLowerPriority"),
+                (default_value, None),
+            ]
+        ):
+            obj = pod(
+                f"gen{i}-legacy{k}", "kube-system", None, priority, policy, annotations={CRITICAL_POD: ""}
+            )
             cases.append(Case(f"seed{seed}/{i}/legacy{k}", obj))
         scenarios.append(Scenario(f"generated:seed{seed}/{i}", tuple(classes), tuple(cases)))
     return scenarios
@@ -197,25 +231,25 @@ def _pc(obj: fixtures.PriorityClass, **changes: Any) -> dict[str, Any]:
 
 
 TABLE_CLASS_OPS: list[tuple[str, Any, dict[str, Any] | None]] = [
-    ("create", _pc(fixtures.default1), None),                                 # create with default class
-    ("create", _pc(fixtures.default2), None),                                 # ... one existing default
-    ("create", _pc(fixtures.system_test), None),                              # system name and value
-    ("update", "default1", {"description": "updated"}),                       # update operator with default
+    ("create", _pc(fixtures.default1), None),  # create with default class
+    ("create", _pc(fixtures.default2), None),  # ... one existing default
+    ("create", _pc(fixtures.system_test), None),  # system name and value
+    ("update", "default1", {"description": "updated"}),  # update operator with default
     ("create", _pc(fixtures.default2, globalDefault=False), None),
-    ("update", "default2", {"globalDefault": True}),                          # ... different default classes
-    ("update", "default1", {"value": 5}),                                     # value immutable
-    ("update", "default1", {"preemptionPolicy": "Never"}),                    # preemptionPolicy immutable
-    ("create", _pc(fixtures.nondefault1), None),                              # add a non-default class
-    ("delete", "default1", None),                                             # delete the default
-    ("update", "default2", {"globalDefault": True}),                          # now it may become the default
-    ("update", "default2", {"globalDefault": False}),                         # and give it up
-    ("delete", "system-cluster-critical", None),                              # system classes stay
+    ("update", "default2", {"globalDefault": True}),  # ... different default classes
+    ("update", "default1", {"value": 5}),  # value immutable
+    ("update", "default1", {"preemptionPolicy": "Never"}),  # preemptionPolicy immutable
+    ("create", _pc(fixtures.nondefault1), None),  # add a non-default class
+    ("delete", "default1", None),  # delete the default
+    ("update", "default2", {"globalDefault": True}),  # now it may become the default
+    ("update", "default2", {"globalDefault": False}),  # and give it up
+    ("delete", "system-cluster-critical", None),  # system classes stay
     ("delete", "system-node-critical", None),
-    ("create", priority_class("system-node-critical", 2000001000), None),     # exists already
+    ("create", priority_class("system-node-critical", 2000001000), None),  # exists already
     ("create", priority_class("system-node-critical", 2000001000, default=True), None),
     ("delete", "default2", None),
     ("delete", "nondefault1", None),
-    ("delete", "default2", None),                                             # gone already
+    ("delete", "default2", None),  # gone already
 ]
 
 
@@ -227,13 +261,34 @@ def generated_class_ops(seed: int, count: int = 16) -> list[tuple[str, Any, dict
         name = rng.choice(names)
         kind = rng.choice(["create", "create", "update", "delete"])
         if kind == "create":
-            ops.append(("create", priority_class(name, rng.choice([rng.randint(-100, 100), 10**9, 10**9 + 1]),
-                                                 default=rng.random() < 0.4,
-                                                 policy=rng.choice([None, "Never"])), None))
+            ops.append(
+                (
+                    "create",
+                    priority_class(
+                        name,
+                        rng.choice([rng.randint(-100, 100), 10**9, 10**9 + 1]),
+                        default=rng.random() < 0.4,
+                        policy=rng.choice([None, "Never"]),
+                    ),
+                    None,
+                )
+            )
         elif kind == "update":
-            ops.append(("update", name, rng.choice([{"globalDefault": True}, {"globalDefault": False},
-                                                    {"description": "x"}, {"value": 3},
-                                                    {"preemptionPolicy": "Never"}])))
+            ops.append(
+                (
+                    "update",
+                    name,
+                    rng.choice(
+                        [
+                            {"globalDefault": True},
+                            {"globalDefault": False},
+                            {"description": "x"},
+                            {"value": 3},
+                            {"preemptionPolicy": "Never"},
+                        ]
+                    ),
+                )
+            )
         else:
             ops.append(("delete", name, None))
     ops += [("delete", name, None) for name in names]
@@ -259,8 +314,9 @@ class Runner:
         """Replace the previous scenario's classes with these, and wait until admission sees them."""
         gone = {name: None for name in self._created}
         for name in self._created:
-            self.session.delete(f"{self.cluster.url}/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
-                                timeout=30)
+            self.session.delete(
+                f"{self.cluster.url}/apis/scheduling.k8s.io/v1/priorityclasses/{name}", timeout=30
+            )
         if gone:
             wait_until_resolved(self.cluster, self.session, PROBE_NS, gone, 0)
         self._created = []
@@ -273,7 +329,9 @@ class Runner:
     def outcomes(self, cases: Iterable[Case], *, dry_run: bool = True) -> dict[str, Outcome]:
         cases = list(cases)
         with ThreadPoolExecutor(4) as pool:
-            results = pool.map(lambda case: create(self.session, self.cluster, case.pod, dry_run=dry_run), cases)
+            results = pool.map(
+                lambda case: create(self.session, self.cluster, case.pod, dry_run=dry_run), cases
+            )
             return dict(zip((case.id for case in cases), results, strict=True))
 
     def put_back_without_priority(self, cases: Iterable[Case]) -> dict[str, Outcome]:
@@ -291,8 +349,11 @@ class Runner:
     def delete_pods(self, cases: Iterable[Case]) -> None:
         for case in cases:
             meta = case.pod["metadata"]
-            self.session.delete(f"{self.cluster.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                                params={"gracePeriodSeconds": "0"}, timeout=30)
+            self.session.delete(
+                f"{self.cluster.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                params={"gracePeriodSeconds": "0"},
+                timeout=30,
+            )
 
     def class_ops(self, ops: list[tuple[str, Any, dict[str, Any] | None]]) -> list[Outcome]:
         """Run PriorityClass operations one by one, each seen by admission before the next."""
@@ -303,8 +364,12 @@ class Runner:
                 touched.add(target["metadata"]["name"])
                 outcome = create(self.session, self.cluster, target, dry_run=False)
             elif op == "update":
-                response = self.session.patch(f"{base}/{target}", json=patch, timeout=30,
-                                              headers={"Content-Type": "application/merge-patch+json"})
+                response = self.session.patch(
+                    f"{base}/{target}",
+                    json=patch,
+                    timeout=30,
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
                 outcome = Outcome.of(response)
             else:
                 outcome = Outcome.of(self.session.delete(f"{base}/{target}", timeout=30))
@@ -313,8 +378,9 @@ class Runner:
         return results
 
     def _sync_classes(self, touched: set[str]) -> None:
-        items = self.session.get(f"{self.cluster.url}/apis/scheduling.k8s.io/v1/priorityclasses",
-                                 timeout=30).json()["items"]
+        items = self.session.get(
+            f"{self.cluster.url}/apis/scheduling.k8s.io/v1/priorityclasses", timeout=30
+        ).json()["items"]
         values: dict[str, int | None] = {name: None for name in touched if not name.startswith("system-")}
         defaults = []
         for item in items:
@@ -359,8 +425,12 @@ def run_corpus(runner: Runner, label: str, results: Results) -> None:
         lap("classes")
         cases = list(scenario.cases)
         if label == "a":  # the oracle for the documented difference
-            cases += [named for case in scenario.cases if case.legacy
-                      for named in (case.as_named_critical(), case.as_named_critical(bare=True))]
+            cases += [
+                named
+                for case in scenario.cases
+                if case.legacy
+                for named in (case.as_named_critical(), case.as_named_critical(bare=True))
+            ]
         results.pods[label].update(runner.outcomes(cases))
         lap("dry-run")
         if scenario.real:
@@ -377,8 +447,12 @@ def run_corpus(runner: Runner, label: str, results: Results) -> None:
 
 
 @pytest.fixture(scope="module")
-def results(control_plane: ControlPlane, no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Results]:
+def results(
+    control_plane: ControlPlane,
+    no_priority_plane: ControlPlane,
+    no_priority_webhook: RegisteredWebhook,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Results]:
     out = Results()
     for scenario in SCENARIOS:
         for case in scenario.cases:
@@ -390,8 +464,9 @@ def results(control_plane: ControlPlane, no_priority_plane: ControlPlane, no_pri
             ensure_namespace(plane, namespace)
     try:
         with ThreadPoolExecutor(2) as pool:  # (a) and (b) side by side
-            for future in [pool.submit(run_corpus, Runner(planes[label], label), label, out)
-                           for label in ("a", "b")]:
+            for future in [
+                pool.submit(run_corpus, Runner(planes[label], label), label, out) for label in ("a", "b")
+            ]:
                 future.result()
         with registered_webhook(control_plane, tmp_path_factory.mktemp("oracle-c"), workers=1):
             run_corpus(Runner(control_plane, "c"), "c", out)
@@ -414,8 +489,11 @@ def _expected_b(results: Results, case_id: str, table: dict[str, dict[str, Outco
     if not case.legacy:
         return table["a"][case_id]
     oracle, spec = table["a"][case_id], case.pod["spec"]
-    if oracle.allowed and oracle.class_name is None and (spec.get("priority"), spec.get("preemptionPolicy")) == (
-            0, "PreemptLowerPriority"):
+    if (
+        oracle.allowed
+        and oracle.class_name is None
+        and (spec.get("priority"), spec.get("preemptionPolicy")) == (0, "PreemptLowerPriority")
+    ):
         # Exactly what the plugin leaves when no default exists: we cannot tell that the client set it, and
         # replace it as the plugin's (documented).
         return table["a"][case.as_named_critical(bare=True).id]
@@ -438,15 +516,25 @@ def _comparable(outcome: Outcome, case: Case) -> tuple[Any, ...]:
     return (*outcome.fields()[:-1], re.sub(re.escape(prefix) + "[a-z0-9]{5}", prefix + "*", outcome.message))
 
 
-def _differences(results: Results, ids: Iterable[str], table: dict[str, dict[str, Outcome]], label: str,
-                 expect: Callable[[Results, str, dict[str, dict[str, Outcome]]], Outcome]) -> list[str]:
+def _differences(
+    results: Results,
+    ids: Iterable[str],
+    table: dict[str, dict[str, Outcome]],
+    label: str,
+    expect: Callable[[Results, str, dict[str, dict[str, Outcome]]], Outcome],
+) -> list[str]:
     lines = []
     for case_id in ids:
         case = results.cases[case_id]
-        want, got = _comparable(expect(results, case_id, table), case), _comparable(table[label][case_id], case)
+        want, got = (
+            _comparable(expect(results, case_id, table), case),
+            _comparable(table[label][case_id], case),
+        )
         if want != got:
-            lines.append(f"{results.scenario_of.get(case_id)} {case_id}: {case.pod}\n"
-                         f"    plugin: {want}\n    ours:   {got}")
+            lines.append(
+                f"{results.scenario_of.get(case_id)} {case_id}: {case.pod}\n"
+                f"    plugin: {want}\n    ours:   {got}"
+            )
     return lines
 
 
@@ -462,8 +550,10 @@ def test_our_webhook_alone_stores_and_denies_exactly_as_the_plugin(results, both
     assert not differences, f"{len(differences)} of {len(ids)} cases differ:\n" + "\n".join(differences)
     # With the plugin off, every Forbidden came from one of our webhooks (API validation answers 422).
     forbidden = [results.pods["b"][case_id] for case_id in ids if results.pods["b"][case_id].code == 403]
-    assert forbidden and {o.webhook for o in forbidden} <= {"pods.priority-webhook.io",
-                                                            "system-pods.priority-webhook.io"}
+    assert forbidden and {o.webhook for o in forbidden} <= {
+        "pods.priority-webhook.io",
+        "system-pods.priority-webhook.io",
+    }
 
 
 def test_real_creates_and_puts_without_priority_agree(results, both) -> None:
@@ -482,9 +572,12 @@ def test_real_creates_and_puts_without_priority_agree(results, both) -> None:
 def test_priority_class_operations_agree(results, both, sequence) -> None:
     oracle, ours = results.class_ops[f"a:{sequence}"], results.class_ops[f"b:{sequence}"]
     ops = CLASS_OPS[sequence]
-    lines = [f"#{i} {op[0]} {op[1] if isinstance(op[1], str) else op[1]['metadata']['name']} {op[2] or ''}:"
-             f"\n    plugin: {want.fields()}\n    ours:   {got.fields()}"
-             for i, (op, want, got) in enumerate(zip(ops, oracle, ours, strict=True)) if want.fields() != got.fields()]
+    lines = [
+        f"#{i} {op[0]} {op[1] if isinstance(op[1], str) else op[1]['metadata']['name']} {op[2] or ''}:"
+        f"\n    plugin: {want.fields()}\n    ours:   {got.fields()}"
+        for i, (op, want, got) in enumerate(zip(ops, oracle, ours, strict=True))
+        if want.fields() != got.fields()
+    ]
     assert not lines, "\n".join(lines)
     assert any(not o.allowed for o in oracle) and any(o.allowed for o in oracle)
 
@@ -513,8 +606,11 @@ def test_the_corpus_is_not_trivial(results) -> None:
     messages = " ".join(o.message for o in oracle)
     assert len(oracle) >= 250
     assert sum(o.allowed for o in oracle) >= 80
-    for text in ("no PriorityClass with name", "the integer value of priority", "the string value of "
-                 "PreemptionPolicy"):
+    for text in (
+        "no PriorityClass with name",
+        "the integer value of priority",
+        "the string value of PreemptionPolicy",
+    ):
         assert messages.count(text) >= 5, text
     assert sum(case.legacy for case in results.cases.values()) >= 5
     assert len({o.priority for o in oracle if o.allowed}) >= 8
@@ -522,7 +618,9 @@ def test_the_corpus_is_not_trivial(results) -> None:
 
 def test_the_legacy_annotation_is_the_one_documented_difference(results) -> None:
     legacy = [case_id for case_id, case in results.cases.items() if case.legacy]
-    mapped = [case_id for case_id in legacy if results.pods["b"][case_id].class_name == "system-cluster-critical"]
+    mapped = [
+        case_id for case_id in legacy if results.pods["b"][case_id].class_name == "system-cluster-critical"
+    ]
     assert mapped  # the mapping happened where the plugin would not have done it
     for case_id in mapped:
         assert results.pods["a"][case_id].class_name != "system-cluster-critical"

@@ -21,31 +21,58 @@ NS = "plan-live"
 PREFIX = "plan-live-"
 
 
-def node(name: str, cpu: str, memory: str = "8Gi", taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": PREFIX + name, "labels": {"kubernetes.io/hostname": PREFIX + name, NS: "yes"}},
-            "spec": {"taints": taints or []}}
+def node(
+    name: str, cpu: str, memory: str = "8Gi", taints: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": PREFIX + name, "labels": {"kubernetes.io/hostname": PREFIX + name, NS: "yes"}},
+        "spec": {"taints": taints or []},
+    }
 
 
 def node_status(cpu: str, memory: str = "8Gi") -> dict[str, Any]:
     resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return {"status": {"capacity": resources, "allocatable": resources,
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "played by the test"}]}}
+    return {
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "played by the test"}
+            ],
+        }
+    }
 
 
 def pod(name: str, node_name: str, klass: str, cpu: str, app: str, start: str) -> tuple[dict[str, Any], str]:
-    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": {"app": app}},
-           "spec": {"nodeName": PREFIX + node_name, "priorityClassName": PREFIX + klass,
-                    "automountServiceAccountToken": False,
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                                    "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": app}},
+        "spec": {
+            "nodeName": PREFIX + node_name,
+            "priorityClassName": PREFIX + klass,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+                }
+            ],
+        },
+    }
     return obj, start
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": PREFIX + name},
-            "value": value}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PREFIX + name},
+        "value": value,
+    }
 
 
 NODES = {"a": "2", "b": "2", "c": "4"}
@@ -56,13 +83,25 @@ PODS = [
     pod("batch-2", "c", "low", "2", "batch", "2026-01-01T00:00:04Z"),
     pod("batch-3", "c", "low", "1500m", "batch", "2026-01-01T00:00:05Z"),
 ]
-PENDING = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "urgent", "namespace": NS},
-           "spec": {"priorityClassName": PREFIX + "high",
-                    # Only this test's nodes, whatever else the shared cluster holds; and whatever taints
-                    # the node lifecycle controller puts on nodes nobody heartbeats.
-                    "nodeSelector": {NS: "yes"}, "tolerations": [{"operator": "Exists"}],
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                                    "resources": {"requests": {"cpu": "1800m", "memory": "1Gi"}}}]}}
+PENDING = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "urgent", "namespace": NS},
+    "spec": {
+        "priorityClassName": PREFIX + "high",
+        # Only this test's nodes, whatever else the shared cluster holds; and whatever taints
+        # the node lifecycle controller puts on nodes nobody heartbeats.
+        "nodeSelector": {NS: "yes"},
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.9",
+                "resources": {"requests": {"cpu": "1800m", "memory": "1Gi"}},
+            }
+        ],
+    },
+}
 
 
 @pytest.fixture
@@ -73,37 +112,62 @@ def scenario(cluster: ControlPlane) -> ControlPlane:
         cluster.apply(*(node(name, cpu) for name, cpu in NODES.items()))
         with cluster.session() as session:
             for name, cpu in NODES.items():
-                patched = session.patch(f"{cluster.url}/api/v1/nodes/{PREFIX}{name}/status", json=node_status(cpu),
-                                        headers={"Content-Type": "application/merge-patch+json"}, timeout=10)
+                patched = session.patch(
+                    f"{cluster.url}/api/v1/nodes/{PREFIX}{name}/status",
+                    json=node_status(cpu),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                    timeout=10,
+                )
                 assert patched.status_code == 200, patched.text
             cluster.apply(*(obj for obj, _ in PODS))
             for obj, start in PODS:
-                status = {"status": {"phase": "Running", "startTime": start,
-                                     "conditions": [{"type": "Ready", "status": "True"}]}}
+                status = {
+                    "status": {
+                        "phase": "Running",
+                        "startTime": start,
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    }
+                }
                 url = f"{cluster.url}/api/v1/namespaces/{NS}/pods/{obj['metadata']['name']}/status"
-                patched = session.patch(url, json=status, headers={"Content-Type": "application/merge-patch+json"},
-                                        timeout=10)
+                patched = session.patch(
+                    url, json=status, headers={"Content-Type": "application/merge-patch+json"}, timeout=10
+                )
                 assert patched.status_code == 200, patched.text
-        cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                       "metadata": {"name": "web", "namespace": NS},
-                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+        cluster.apply(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web", "namespace": NS},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            }
+        )
         yield cluster
     finally:
         # Bound pods wait for a kubelet that does not exist: delete them at once.
         cluster.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force", check=False)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         cluster.kubectl("delete", "nodes", *(PREFIX + n for n in NODES), "--wait=false", check=False)
-        cluster.kubectl("delete", "priorityclasses", *(PREFIX + c for c in ("low", "mid", "high")), check=False)
+        cluster.kubectl(
+            "delete", "priorityclasses", *(PREFIX + c for c in ("low", "mid", "high")), check=False
+        )
         wait_deleted(cluster, "namespace", NS)
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", "plan", *args, "-o", "json", "--explain"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "plan", *args, "-o", "json", "--explain"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def versions(dump: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["resourceVersion"]) for o in dump["items"]]
+    return [
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["resourceVersion"])
+        for o in dump["items"]
+    ]
 
 
 def test_plan_on_the_live_cluster_answers_as_on_its_dump(scenario: ControlPlane, tmp_path: Path) -> None:
@@ -132,7 +196,10 @@ def test_plan_on_the_live_cluster_answers_as_on_its_dump(scenario: ControlPlane,
     assert [(v["namespace"], v["name"]) for v in live["victims"]] == [(NS, "batch-3")]
     assert live["pdbViolations"] == 0
     assert {c["node"]: c["pdbViolations"] for c in live["explain"]["candidates"]} == {
-        PREFIX + "a": 2, PREFIX + "b": 0, PREFIX + "c": 0}
+        PREFIX + "a": 2,
+        PREFIX + "b": 0,
+        PREFIX + "c": 0,
+    }
 
 
 def test_the_listing_pages_with_limit_and_continue(scenario: ControlPlane, tmp_path: Path) -> None:
@@ -142,11 +209,17 @@ def test_the_listing_pages_with_limit_and_continue(scenario: ControlPlane, tmp_p
         listed = list(list_objects(client, page_size=2))
     finally:
         client.close()
-    ours = [(o["kind"], o["metadata"]["name"]) for _, o in listed
-            if o["metadata"]["name"].startswith(PREFIX) or o["metadata"].get("namespace") == NS]
+    ours = [
+        (o["kind"], o["metadata"]["name"])
+        for _, o in listed
+        if o["metadata"]["name"].startswith(PREFIX) or o["metadata"].get("namespace") == NS
+    ]
     assert ours == [
         *(("Node", PREFIX + n) for n in sorted(NODES)),
-        *(("Pod", obj["metadata"]["name"]) for obj, _ in sorted(PODS, key=lambda p: p[0]["metadata"]["name"])),
+        *(
+            ("Pod", obj["metadata"]["name"])
+            for obj, _ in sorted(PODS, key=lambda p: p[0]["metadata"]["name"])
+        ),
         ("PodDisruptionBudget", "web"),
         *(("PriorityClass", PREFIX + c) for c in ("high", "low", "mid")),
     ]
@@ -159,24 +232,52 @@ def test_plan_only_reads(cluster: ControlPlane, tmp_path: Path) -> None:
     cluster.kubectl("create", "namespace", "plan-reader")
     try:
         cluster.apply(
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "plan-lister"},
-             "rules": [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
-                       {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
-                       {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": "plan-lister"},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "plan-lister"},
-             "subjects": [{"kind": "ServiceAccount", "name": "planner", "namespace": "plan-reader"}]},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "plan-lister"},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+                    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+                    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list"]},
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "plan-lister"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "plan-lister",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "planner", "namespace": "plan-reader"}],
+            },
         )
         kubeconfig = cluster.service_account_kubeconfig(tmp_path / "sa.kubeconfig", "plan-reader", "planner")
         pending = tmp_path / "p.yaml"
-        pending.write_text(yaml.safe_dump({**PENDING, "spec": {**PENDING["spec"], "priorityClassName": None}}))
-        result = wait_for(lambda: (r := run_plan("--kubeconfig", str(kubeconfig), "--pod", str(pending)))
-                          .returncode in (0, 1) and r, timeout=30, interval=0.5, what="RBAC to apply")
+        pending.write_text(
+            yaml.safe_dump({**PENDING, "spec": {**PENDING["spec"], "priorityClassName": None}})
+        )
+        result = wait_for(
+            lambda: (
+                (r := run_plan("--kubeconfig", str(kubeconfig), "--pod", str(pending))).returncode in (0, 1)
+                and r
+            ),
+            timeout=30,
+            interval=0.5,
+            what="RBAC to apply",
+        )
         assert result.stderr == "" and "message" in json.loads(result.stdout)
         cluster.kubectl("delete", "clusterrolebinding", "plan-lister")
-        denied = wait_for(lambda: (r := run_plan("--kubeconfig", str(kubeconfig), "--pod", str(pending)))
-                          .returncode == 2 and r, timeout=30, interval=0.5, what="RBAC to revoke")
+        denied = wait_for(
+            lambda: (
+                (r := run_plan("--kubeconfig", str(kubeconfig), "--pod", str(pending))).returncode == 2 and r
+            ),
+            timeout=30,
+            interval=0.5,
+            what="RBAC to revoke",
+        )
         assert denied.stderr.startswith("priority-webhook plan: error: listing nodes: 403 ")
         assert "forbidden" in denied.stderr and denied.stderr.count("\n") == 1
     finally:

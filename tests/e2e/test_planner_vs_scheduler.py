@@ -91,7 +91,9 @@ def generated(seed: int) -> Scenario:
                 break
             klass = rng.choices(("pvs-low", "pvs-mid", "pvs-high", "pvs-top"), weights=(4, 3, 2, 1))[0]
             app = rng.choice((None, None, "a", "b"))
-            pods.append(Low(f"p{len(pods)}", node, millicpu, klass, starts.pop(), f"{app}-{seed}" if app else None))
+            pods.append(
+                Low(f"p{len(pods)}", node, millicpu, klass, starts.pop(), f"{app}-{seed}" if app else None)
+            )
             left -= millicpu
         free[node] = left
     pdbs = {f"a-{seed}": rng.randint(0, 2), f"b-{seed}": rng.randint(0, 1)}
@@ -104,18 +106,31 @@ def generated(seed: int) -> Scenario:
 NAMED = [
     # Node x would need one victim under a PDB that allows no disruption, node y two unprotected victims
     # of the same priority: fewest PDB violations wins over fewer victims (criterion 1).
-    Scenario("pdb-decides", {"pdb-x": 2000, "pdb-y": 2000},
-             [Low("x1", "pdb-x", 2000, "pvs-low", 10, "guarded"),
-              Low("y1", "pdb-y", 1000, "pvs-low", 20), Low("y2", "pdb-y", 1000, "pvs-low", 30)],
-             {"guarded": 1}, preemptor_millicpu=2000),
+    Scenario(
+        "pdb-decides",
+        {"pdb-x": 2000, "pdb-y": 2000},
+        [
+            Low("x1", "pdb-x", 2000, "pvs-low", 10, "guarded"),
+            Low("y1", "pdb-y", 1000, "pvs-low", 20),
+            Low("y2", "pdb-y", 1000, "pvs-low", 30),
+        ],
+        {"guarded": 1},
+        preemptor_millicpu=2000,
+    ),
     # One node full of pods at or above the preemptor's priority, another too small for the pod at all.
-    Scenario("cannot-help", {"ch-top": 2000, "ch-small": 1000},
-             [Low("t1", "ch-top", 2000, "pvs-top", 10), Low("s1", "ch-small", 500, "pvs-low", 20)],
-             preemptor_millicpu=1500),
+    Scenario(
+        "cannot-help",
+        {"ch-top": 2000, "ch-small": 1000},
+        [Low("t1", "ch-top", 2000, "pvs-top", 10), Low("s1", "ch-small", 500, "pvs-low", 20)],
+        preemptor_millicpu=1500,
+    ),
     # Requests above every node's allocatable: the v1.24 difference (see the module docstring).
-    Scenario("too-big-everywhere", {"tb-a": 2000, "tb-b": 3000},
-             [Low("a1", "tb-a", 1000, "pvs-low", 10), Low("b1", "tb-b", 1000, "pvs-low", 20)],
-             preemptor_millicpu=4000),
+    Scenario(
+        "too-big-everywhere",
+        {"tb-a": 2000, "tb-b": 3000},
+        [Low("a1", "tb-a", 1000, "pvs-low", 10), Low("b1", "tb-b", 1000, "pvs-low", 20)],
+        preemptor_millicpu=4000,
+    ),
 ]
 SCENARIOS = [generated(seed) for seed in SEEDS] + NAMED
 
@@ -132,8 +147,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     _require_assets()
     workdir = tmp_path_factory.mktemp("planner-vs-scheduler")
     with ControlPlane.start(workdir / "plane", controller_manager=True, scheduler=True) as cluster:
-        cluster.apply(*[{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                         "metadata": {"name": name}, "value": value} for name, value in CLASSES.items()])
+        cluster.apply(
+            *[
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                }
+                for name, value in CLASSES.items()
+            ]
+        )
         kubelet = FakeKubelet(cluster)
         try:
             yield Env(cluster, kubelet, workdir)
@@ -156,15 +180,30 @@ def set_up(env: Env, scenario: Scenario, namespace: str) -> None:
     cluster.kubectl("create", "namespace", namespace)
     for name, millicpu in scenario.nodes.items():
         kubelet.register_node(name, cpu=f"{millicpu}m", memory="8Gi", labels={"pvs-scenario": scenario.name})
-    wait_for(lambda: all(not kubelet.node(n).get("spec", {}).get("taints") for n in scenario.nodes),
-             timeout=WAIT, interval=0.2, what="the nodes to be Ready and untainted")
+    wait_for(
+        lambda: all(not kubelet.node(n).get("spec", {}).get("taints") for n in scenario.nodes),
+        timeout=WAIT,
+        interval=0.2,
+        what="the nodes to be Ready and untainted",
+    )
     for app, minimum in scenario.pdbs.items():
-        cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                       "metadata": {"name": app, "namespace": namespace},
-                       "spec": {"minAvailable": minimum, "selector": {"matchLabels": {"app": app}}}})
+        cluster.apply(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": app, "namespace": namespace},
+                "spec": {"minAvailable": minimum, "selector": {"matchLabels": {"app": app}}},
+            }
+        )
     for low in scenario.pods:  # placed by the scheduler, where the nodeSelector says
-        manifest = pod(low.name, namespace, None, cpu=f"{low.millicpu}m", priority_class=low.klass,
-                       labels={"app": low.app} if low.app else None)
+        manifest = pod(
+            low.name,
+            namespace,
+            None,
+            cpu=f"{low.millicpu}m",
+            priority_class=low.klass,
+            labels={"app": low.app} if low.app else None,
+        )
         manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": low.node}
         kubelet.create(manifest)
 
@@ -173,27 +212,50 @@ def set_up(env: Env, scenario: Scenario, namespace: str) -> None:
 
     wait_for(bound, timeout=WAIT, interval=0.2, what="the scheduler to bind every pod")
     for low in scenario.pods:  # the kubelet starts them; distinct start times make the choice determined
-        kubelet.set_status(namespace, low.name, {
-            "phase": "Running", "startTime": stamp(low.start),
-            "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"},
-                           {"type": "Initialized", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
-            "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "imageID": "",
-                                   "ready": True, "restartCount": 0,
-                                   "state": {"running": {"startedAt": stamp(low.start)}}}]})
+        kubelet.set_status(
+            namespace,
+            low.name,
+            {
+                "phase": "Running",
+                "startTime": stamp(low.start),
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "ContainersReady", "status": "True"},
+                    {"type": "Initialized", "status": "True"},
+                    {"type": "PodScheduled", "status": "True"},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.9",
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": stamp(low.start)}},
+                    }
+                ],
+            },
+        )
     for app in scenario.pdbs:
         members = sum(1 for low in scenario.pods if low.app == app)
 
         def computed(app: str = app, members: int = members) -> bool:
             status = cluster.get_json("pdb", app, "-n", namespace).get("status", {})
             return (status.get("expectedPods") == members and status.get("currentHealthy") == members) or (
-                members == 0 and status.get("observedGeneration") == 1)
+                members == 0 and status.get("observedGeneration") == 1
+            )
 
         wait_for(computed, timeout=WAIT, interval=0.2, what=f"the disruption controller to count PDB {app}")
 
 
 def preemptor(scenario: Scenario, namespace: str) -> dict[str, Any]:
-    manifest = pod("preemptor", namespace, None, cpu=f"{scenario.preemptor_millicpu}m",
-                   priority_class=scenario.preemptor_class)
+    manifest = pod(
+        "preemptor",
+        namespace,
+        None,
+        cpu=f"{scenario.preemptor_millicpu}m",
+        priority_class=scenario.preemptor_class,
+    )
     manifest["spec"]["nodeSelector"] = {"pvs-scenario": scenario.name}
     return manifest
 
@@ -204,9 +266,22 @@ def plan(env: Env, scenario: Scenario, manifest: dict[str, Any]) -> dict[str, An
     snapshot = env.cluster.kubectl("get", "nodes,pods,pdb,pc", "-A", "-o", "json").stdout
     (folder / "snapshot.json").write_text(snapshot)
     (folder / "pod.json").write_text(json.dumps(manifest))
-    out = subprocess.run([sys.executable, "-m", "webhook", "plan", "--cluster", str(folder / "snapshot.json"),
-                          "--pod", str(folder / "pod.json"), "--explain"],
-                         cwd=REPO, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "plan",
+            "--cluster",
+            str(folder / "snapshot.json"),
+            "--pod",
+            str(folder / "pod.json"),
+            "--explain",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode in (0, 1), out.stderr
     return json.loads(out.stdout)
 
@@ -216,6 +291,7 @@ def scheduler_outcome(env: Env, namespace: str) -> tuple[str | None, set[str], s
 
     The scheduler deletes the victims first, then writes the pod's `PodScheduled=False` condition and its
     `nominatedNodeName` in one status patch: once the condition is there, the outcome is complete."""
+
     def decided() -> dict[str, Any] | None:
         found = env.kubelet.call("GET", f"/api/v1/namespaces/{namespace}/pods/preemptor")
         status = found.get("status", {})
@@ -226,13 +302,16 @@ def scheduler_outcome(env: Env, namespace: str) -> tuple[str | None, set[str], s
 
     status = wait_for(decided, timeout=WAIT, interval=0.2, what="the scheduler to preempt or give up")
     [condition] = [c for c in status["conditions"] if c["type"] == "PodScheduled"]
-    deleted = {p["metadata"]["name"] for p in env.kubelet.pods(namespace) if p["metadata"].get("deletionTimestamp")}
+    deleted = {
+        p["metadata"]["name"] for p in env.kubelet.pods(namespace) if p["metadata"].get("deletionTimestamp")
+    }
     return status.get("nominatedNodeName"), deleted, condition.get("message", "")
 
 
 def tear_down(env: Env, scenario: Scenario, namespace: str) -> None:
-    env.cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false",
-                        check=False)
+    env.cluster.kubectl(
+        "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false", check=False
+    )
     env.cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     for node in scenario.nodes:
         env.kubelet.nodes.pop(node, None)
@@ -252,9 +331,14 @@ def test_the_planner_predicts_the_schedulers_preemption(env: Env, scenario: Scen
         tear_down(env, scenario, namespace)
     victims = {v["name"] for v in predicted["victims"]}
     explain = predicted["explain"]
-    tied = {c["node"] for c in explain["candidates"]
-            if any(e["node"] == c["node"] and e["reason"].startswith("tied on every criterion")
-                   for e in explain["excluded"])}
+    tied = {
+        c["node"]
+        for c in explain["candidates"]
+        if any(
+            e["node"] == c["node"] and e["reason"].startswith("tied on every criterion")
+            for e in explain["excluded"]
+        )
+    }
     if nominated is not None and nominated != predicted["node"] and nominated in tied:
         # A full tie: the scheduler's map order picked another of the equally good nodes.
         [candidate] = [c for c in explain["candidates"] if c["node"] == nominated]
@@ -262,7 +346,8 @@ def test_the_planner_predicts_the_schedulers_preemption(env: Env, scenario: Scen
         predicted["node"] = nominated
     assert (nominated, deleted) == (predicted["node"], victims), (
         f"scheduler: {nominated} deleting {sorted(deleted)}; planner: {json.dumps(predicted, indent=1)};"
-        f" scheduler's event: {message}")
+        f" scheduler's event: {message}"
+    )
     if nominated is None:
         # Known difference: v1.24's message (pod condition and event) is the Filter diagnosis alone,
         # "0/2 nodes are available: 2 Insufficient cpu."; current upstream appends the PostFilter's, which

@@ -119,13 +119,26 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
     policy = workdir / "audit-policy.yaml"
     policy.write_text(AUDIT_POLICY)
     audit_log = workdir / "audit.log"
-    with ControlPlane.start(workdir / "plane", apiserver_args=[
-        f"--audit-policy-file={policy}", f"--audit-log-path={audit_log}", "--audit-log-mode=blocking",
-        "--audit-log-format=json",
-    ]) as cluster:
-        cluster.apply(*[{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                         "metadata": {"name": name}, "value": value}
-                        for name, value in (("rbac-critical", CRITICAL), ("rbac-low", 10))])
+    with ControlPlane.start(
+        workdir / "plane",
+        apiserver_args=[
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={audit_log}",
+            "--audit-log-mode=blocking",
+            "--audit-log-format=json",
+        ],
+    ) as cluster:
+        cluster.apply(
+            *[
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                }
+                for name, value in (("rbac-critical", CRITICAL), ("rbac-low", 10))
+            ]
+        )
         yield cluster, audit_log
 
 
@@ -147,8 +160,13 @@ def audit_events(audit_log: Path, user: str) -> list[dict[str, Any]]:
 
 def access_of(event: dict[str, Any]) -> Access:
     ref = event["objectRef"]
-    return Access(event["verb"], ref.get("apiGroup", ""), ref["resource"], ref.get("subresource", ""),
-                  ref.get("namespace", ""))
+    return Access(
+        event["verb"],
+        ref.get("apiGroup", ""),
+        ref["resource"],
+        ref.get("subresource", ""),
+        ref.get("namespace", ""),
+    )
 
 
 class Refused(Exception):
@@ -157,6 +175,7 @@ class Refused(Exception):
 
 def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
     """Wait for `condition`, but stop early (Refused) once the audit log shows a request of `user` refused."""
+
     def done() -> bool:
         if any(e.get("responseStatus", {}).get("code") == 403 for e in audit_events(audit_log, user)):
             raise Refused
@@ -165,17 +184,25 @@ def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
     wait_for(done, **kwargs)
 
 
-def exercise_webhook(cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path) -> None:
+def exercise_webhook(
+    cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path
+) -> None:
     """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced."""
     kubeconfig = installed.kubeconfig("webhook")
     with webhook_server(tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1") as server:
-        progress(audit_log, installed.user("webhook"),
-                 lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                 timeout=60, interval=0.1, what="the webhook's class cache to sync")
+        progress(
+            audit_log,
+            installed.user("webhook"),
+            lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+            timeout=60,
+            interval=0.1,
+            what="the webhook's class cache to sync",
+        )
 
 
-def exercise_sidecar(cluster: ControlPlane, installed: InstalledRbac, values: dict[str, Any],
-                     namespace: str, audit_log: Path) -> None:
+def exercise_sidecar(
+    cluster: ControlPlane, installed: InstalledRbac, values: dict[str, Any], namespace: str, audit_log: Path
+) -> None:
     """One whole preemption by the sidecar agent with the sidecar's token and this combination's options."""
     user = installed.user("sidecar")
 
@@ -194,29 +221,68 @@ def exercise_sidecar(cluster: ControlPlane, installed: InstalledRbac, values: di
         owner = cluster.get_json("configmap", "owner", "-n", namespace)
         kubelet.register_node(node, cpu="2")
         kubelet.run(pod("victim", namespace, node, cpu="2", priority_class="rbac-low"))
-        kubelet.reject(pod("critical", namespace, node, cpu="1", priority_class="rbac-critical",
-                           owner={"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                                  "uid": owner["metadata"]["uid"], "controller": True}),
-                       "cpu", requested=1000, used=2000, capacity=2000)
-        agent = Sidecar(api_client(str(installed.kubeconfig("sidecar")), False),
-                        Settings(node_name=node, critical_priority=CRITICAL, dry_run=dry_run,
-                                 recreate_rejected=recreate), ignore_pdb=ignore_pdb)
+        kubelet.reject(
+            pod(
+                "critical",
+                namespace,
+                node,
+                cpu="1",
+                priority_class="rbac-critical",
+                owner={
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": "owner",
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                },
+            ),
+            "cpu",
+            requested=1000,
+            used=2000,
+            capacity=2000,
+        )
+        agent = Sidecar(
+            api_client(str(installed.kubeconfig("sidecar")), False),
+            Settings(node_name=node, critical_priority=CRITICAL, dry_run=dry_run, recreate_rejected=recreate),
+            ignore_pdb=ignore_pdb,
+        )
         agent.start()
         try:
             assert agent.wait_ready(WAIT)
             if dry_run:
-                until(lambda: any(e["reason"] == "PreemptionDryRun" for e in
-                                     cluster.get_json("events", "-n", namespace)["items"]),
-                         timeout=WAIT, interval=0.2, what="the dry run's event")
+                until(
+                    lambda: any(
+                        e["reason"] == "PreemptionDryRun"
+                        for e in cluster.get_json("events", "-n", namespace)["items"]
+                    ),
+                    timeout=WAIT,
+                    interval=0.2,
+                    what="the dry run's event",
+                )
                 return
-            until(lambda: "victim" in {p["metadata"]["name"] for p in kubelet.pods(namespace)
-                                          if p["metadata"].get("deletionTimestamp")},
-                     timeout=WAIT, interval=0.2, what="the victim's eviction")
+            until(
+                lambda: (
+                    "victim"
+                    in {
+                        p["metadata"]["name"]
+                        for p in kubelet.pods(namespace)
+                        if p["metadata"].get("deletionTimestamp")
+                    }
+                ),
+                timeout=WAIT,
+                interval=0.2,
+                what="the victim's eviction",
+            )
             kubelet.finish_terminating(namespace)
             if recreate:
-                until(lambda: not kubelet.pods(namespace), timeout=WAIT, interval=0.2,
-                         what="the rejected pod's deletion for its controller")
+                until(
+                    lambda: not kubelet.pods(namespace),
+                    timeout=WAIT,
+                    interval=0.2,
+                    what="the rejected pod's deletion for its controller",
+                )
             else:
+
                 def done() -> bool:
                     [critical] = [p for p in kubelet.pods(namespace) if p["metadata"]["name"] == "critical"]
                     return (rec.read(critical) or rec.Record("none")).state == rec.DONE
@@ -229,7 +295,9 @@ def exercise_sidecar(cluster: ControlPlane, installed: InstalledRbac, values: di
 
 
 @pytest.fixture(scope="module")
-def exercised(audited: tuple[ControlPlane, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exercised]:
+def exercised(
+    audited: tuple[ControlPlane, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Exercised]:
     cluster, audit_log = audited
     out = {}
     for index, (name, values) in enumerate(COMBINATIONS.items()):
@@ -252,18 +320,41 @@ def exercised(audited: tuple[ControlPlane, Path], tmp_path_factory: pytest.TempP
     return out
 
 
-def review(cluster: ControlPlane, installed: InstalledRbac, component: str,
-           accesses: list[Access]) -> dict[Access, bool]:
+def review(
+    cluster: ControlPlane, installed: InstalledRbac, component: str, accesses: list[Access]
+) -> dict[Access, bool]:
     """One SubjectAccessReview per access, created in one batch; access -> allowed."""
     user = installed.user(component)
-    reviews = [{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-        "user": user,
-        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{installed.namespace}",
-                   "system:authenticated"],
-        "resourceAttributes": {"verb": a.verb, "group": a.group, "resource": a.resource,
-                               "subresource": a.subresource, "namespace": a.namespace}}} for a in accesses]
-    out = cluster.kubectl("create", "-o", "json", "-f", "-",
-                          input=json.dumps({"apiVersion": "v1", "kind": "List", "items": reviews}))
+    reviews = [
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{installed.namespace}",
+                    "system:authenticated",
+                ],
+                "resourceAttributes": {
+                    "verb": a.verb,
+                    "group": a.group,
+                    "resource": a.resource,
+                    "subresource": a.subresource,
+                    "namespace": a.namespace,
+                },
+            },
+        }
+        for a in accesses
+    ]
+    out = cluster.kubectl(
+        "create",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": reviews}),
+    )
     items, text, decoder = [], out.stdout.strip(), json.JSONDecoder()
     while text:  # kubectl prints one JSON document per created object
         item, end = decoder.raw_decode(text)
@@ -278,29 +369,47 @@ def forbidden(component: str, values: dict[str, Any], namespace: str) -> list[Ac
     for ns in (namespace, "kube-system", ""):
         out += [Access(verb, "", "secrets", "", ns) for verb in ("get", "list", "watch")]
         out += [Access(verb, "", "configmaps", "", ns) for verb in ("get", "list", "create", "update")]
-        out += [Access("create", "", "pods", "", ns), Access("update", "", "pods", "", ns),
-                Access("create", "", "pods", "exec", ns), Access("update", "", "pods", "status", ns),
-                Access("create", "", "serviceaccounts", "token", ns),
-                Access("delete", "", "events", "", ns),
-                Access("delete", "", "persistentvolumeclaims", "", ns)]
+        out += [
+            Access("create", "", "pods", "", ns),
+            Access("update", "", "pods", "", ns),
+            Access("create", "", "pods", "exec", ns),
+            Access("update", "", "pods", "status", ns),
+            Access("create", "", "serviceaccounts", "token", ns),
+            Access("delete", "", "events", "", ns),
+            Access("delete", "", "persistentvolumeclaims", "", ns),
+        ]
     out += [Access(verb, "", "nodes") for verb in ("create", "update", "patch", "delete")]
     out += [Access("patch", "", "nodes", "status"), Access("update", "", "nodes", "status")]
-    out += [Access(verb, "scheduling.k8s.io", "priorityclasses")
-            for verb in ("create", "update", "patch", "delete")]
-    out += [Access(verb, "rbac.authorization.k8s.io", resource) for resource in ("clusterroles", "roles")
-            for verb in ("create", "escalate", "bind")]
-    out += [Access("create", "admissionregistration.k8s.io", r)
-            for r in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")]
+    out += [
+        Access(verb, "scheduling.k8s.io", "priorityclasses")
+        for verb in ("create", "update", "patch", "delete")
+    ]
+    out += [
+        Access(verb, "rbac.authorization.k8s.io", resource)
+        for resource in ("clusterroles", "roles")
+        for verb in ("create", "escalate", "bind")
+    ]
+    out += [
+        Access("create", "admissionregistration.k8s.io", r)
+        for r in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+    ]
     options = values.get("sidecar", {})
     may_delete = component == "sidecar" and (options.get("ignorePdb") or options.get("recreateRejected"))
     may_patch = component == "sidecar" and not options.get("dryRun")
     if not may_delete:
-        out += [Access("delete", "", "pods", "", namespace), Access("deletecollection", "", "pods", "", namespace)]
+        out += [
+            Access("delete", "", "pods", "", namespace),
+            Access("deletecollection", "", "pods", "", namespace),
+        ]
     if not may_patch:
         out += [Access("patch", "", "pods", "", namespace)]
     if component == "webhook":  # reads PriorityClasses and nothing else
-        out += [Access("list", "", "pods"), Access("watch", "", "nodes"), Access("create", "", "events", "", namespace),
-                Access("create", "", "pods", "eviction", namespace)]
+        out += [
+            Access("list", "", "pods"),
+            Access("watch", "", "nodes"),
+            Access("create", "", "events", "", namespace),
+            Access("create", "", "pods", "eviction", namespace),
+        ]
     return out
 
 
@@ -313,9 +422,8 @@ def test_each_component_may_do_what_its_code_does_and_nothing_it_must_not(
     values = COMBINATIONS[combination]
     assert set(done.calls) == ({"webhook", "sidecar"} if "sidecar" in values else {"webhook"})
     for component, calls in done.calls.items():
-        assert not done.denied[component], (
-            f"{component}: the code was refused: "
-            + "; ".join(sorted({str(access_of(e)) for e in done.denied[component]}))
+        assert not done.denied[component], f"{component}: the code was refused: " + "; ".join(
+            sorted({str(access_of(e)) for e in done.denied[component]})
         )
         if component == "sidecar" or combination == "webhook-only":
             assert calls, f"{component} made no request: the exercise did not run"
@@ -330,37 +438,59 @@ def test_each_component_may_do_what_its_code_does_and_nothing_it_must_not(
 
 def test_the_code_calls_what_each_option_needs(exercised: dict[str, Exercised]) -> None:
     """The exercise reached every kind of request the options add (so the checks above are not vacuous)."""
+
     def verbs(name: str) -> set[tuple[str, str, str]]:
         return {(a.verb, a.resource, a.subresource) for a in exercised[name].calls["sidecar"]}
 
-    assert {("list", "nodes", ""), ("watch", "nodes", ""), ("list", "pods", ""), ("watch", "pods", ""),
-            ("create", "events", ""), ("patch", "pods", ""), ("create", "pods", "eviction")} <= verbs("sidecar")
+    assert {
+        ("list", "nodes", ""),
+        ("watch", "nodes", ""),
+        ("list", "pods", ""),
+        ("watch", "pods", ""),
+        ("create", "events", ""),
+        ("patch", "pods", ""),
+        ("create", "pods", "eviction"),
+    } <= verbs("sidecar")
     assert ("patch", "pods", "") not in verbs("sidecar-dry-run")
     assert ("create", "pods", "eviction") not in verbs("sidecar-dry-run")
     assert ("delete", "pods", "") in verbs("sidecar-ignore-pdb")
     assert ("create", "pods", "eviction") not in verbs("sidecar-ignore-pdb")
     assert ("delete", "pods", "") in verbs("sidecar-recreate-rejected")
     assert {(a.verb, a.resource) for a in exercised["webhook-only"].calls["webhook"]} == {
-        ("list", "priorityclasses"), ("watch", "priorityclasses")}
+        ("list", "priorityclasses"),
+        ("watch", "priorityclasses"),
+    }
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+        out[key] = (
+            deep_merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
             else value
+        )
     return out
 
 
 def dropped_fields(sent: Any, stored: Any, path: str = "") -> list[str]:
     """Paths of `sent` that the API server did not keep (fields it does not know are dropped silently)."""
     if isinstance(sent, dict) and isinstance(stored, dict):
-        return [p for key, value in sent.items()
-                for p in ([f"{path}.{key}"] if key not in stored else dropped_fields(value, stored[key],
-                                                                                     f"{path}.{key}"))]
+        return [
+            p
+            for key, value in sent.items()
+            for p in (
+                [f"{path}.{key}"]
+                if key not in stored
+                else dropped_fields(value, stored[key], f"{path}.{key}")
+            )
+        ]
     if isinstance(sent, list) and isinstance(stored, list) and len(sent) == len(stored):
-        return [p for i, (a, b) in enumerate(zip(sent, stored, strict=True))
-                for p in dropped_fields(a, b, f"{path}[{i}]")]
+        return [
+            p
+            for i, (a, b) in enumerate(zip(sent, stored, strict=True))
+            for p in dropped_fields(a, b, f"{path}[{i}]")
+        ]
     return []
 
 
@@ -370,17 +500,29 @@ PRESTOP_SLEEP_OFF = {"webhook": {"preStopSleepSeconds": 0}}
 
 
 def dry_run_apply(cluster: ControlPlane, objects: list[dict[str, Any]]) -> Any:
-    return cluster.kubectl("apply", "--dry-run=server", "--validate=false", "-o", "json",
-                           "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
-                           check=False)
+    return cluster.kubectl(
+        "apply",
+        "--dry-run=server",
+        "--validate=false",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        check=False,
+    )
 
 
-def test_everything_the_chart_renders_is_accepted_by_the_api_server(audited: tuple[ControlPlane, Path]) -> None:
+def test_everything_the_chart_renders_is_accepted_by_the_api_server(
+    audited: tuple[ControlPlane, Path],
+) -> None:
     cluster = audited[0]
     served = set(cluster.kubectl("api-versions").stdout.split())
     skipped: set[str] = set()
     for name, values in SCENARIOS.items():
-        rendered = render_chart(deep_merge(values, PRESTOP_SLEEP_OFF), release="dry", namespace="dry-run-system")
+        rendered = render_chart(
+            deep_merge(values, PRESTOP_SLEEP_OFF), release="dry", namespace="dry-run-system"
+        )
         objects = []
         for obj in rendered.objects:
             if obj["apiVersion"] not in served:
@@ -394,10 +536,14 @@ def test_everything_the_chart_renders_is_accepted_by_the_api_server(audited: tup
         assert result.returncode == 0, f"values set {name!r}: {result.stderr}"
         stored = json.loads(result.stdout)
         stored = stored["items"] if stored.get("kind") == "List" else [stored]
-        assert [(o["kind"], o["metadata"]["name"]) for o in stored] == \
-            [(o["kind"], o["metadata"]["name"]) for o in objects]
-        dropped = [f"{o['kind']}/{o['metadata']['name']}{p}" for o, s in zip(objects, stored, strict=True)
-                   for p in dropped_fields(o, s)]
+        assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+            (o["kind"], o["metadata"]["name"]) for o in objects
+        ]
+        dropped = [
+            f"{o['kind']}/{o['metadata']['name']}{p}"
+            for o, s in zip(objects, stored, strict=True)
+            for p in dropped_fields(o, s)
+        ]
         assert dropped == [], f"values set {name!r}: fields kube-apiserver {cluster.version} does not know"
     # Said, not silently skipped: prometheus-operator's and cert-manager's kinds need their CRDs.
     assert skipped and skipped <= CRD_KINDS, skipped

@@ -56,11 +56,22 @@ class Env:
 @pytest.fixture(scope="module")
 def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     cluster = control_plane
-    cluster.apply(*[{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                     "metadata": {"name": name}, "value": value} for name, value in CLASSES.items()])
+    cluster.apply(
+        *[
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            for name, value in CLASSES.items()
+        ]
+    )
     workdir = tmp_path_factory.mktemp("sidecar-rbac")
-    rbac = {name: install_rbac(cluster, workdir / name, values, release=f"sce2e-{name}",
-                               namespace=RBAC_NAMESPACE) for name, values in VARIANTS.items()}
+    rbac = {
+        name: install_rbac(cluster, workdir / name, values, release=f"sce2e-{name}", namespace=RBAC_NAMESPACE)
+        for name, values in VARIANTS.items()
+    }
     kubelet = FakeKubelet(cluster)
     try:
         yield Env(cluster, kubelet, rbac)
@@ -95,11 +106,13 @@ class Node:
     def run(self, name: str, **kwargs: Any) -> dict[str, Any]:
         return self.kubelet.run(self.pod(name, **kwargs))
 
-    def reject(self, name: str, cpu: str, *, requested: int, used: int, capacity: int,
-               **kwargs: Any) -> dict[str, Any]:
+    def reject(
+        self, name: str, cpu: str, *, requested: int, used: int, capacity: int, **kwargs: Any
+    ) -> dict[str, Any]:
         kwargs.setdefault("priority_class", "sce2e-critical")
-        return self.kubelet.reject(self.pod(name, cpu=cpu, **kwargs), "cpu", requested=requested, used=used,
-                                   capacity=capacity)
+        return self.kubelet.reject(
+            self.pod(name, cpu=cpu, **kwargs), "cpu", requested=requested, used=used, capacity=capacity
+        )
 
     def pods(self) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self.kubelet.pods(self.namespace)}
@@ -114,19 +127,28 @@ class Node:
     def events(self, reason: str | None = None, on: str | None = None) -> list[dict[str, Any]]:
         """`kubectl get events` in the namespace, the sidecar's only."""
         items = self.cluster.get_json("events", "-n", self.namespace)["items"]
-        return [e for e in items if e.get("source", {}).get("component") == "priority-webhook-sidecar"
-                and (reason is None or e["reason"] == reason)
-                and (on is None or e["involvedObject"]["name"] == on)]
+        return [
+            e
+            for e in items
+            if e.get("source", {}).get("component") == "priority-webhook-sidecar"
+            and (reason is None or e["reason"] == reason)
+            and (on is None or e["involvedObject"]["name"] == on)
+        ]
 
     def wait_record(self, name: str, state: str) -> rec.Record:
         def check() -> rec.Record | None:
             found = self.record(name)
             return found if found is not None and found.state == state else None
+
         return wait_for(check, timeout=WAIT, interval=0.2, what=f"record {state} on {name}")
 
     def wait_events(self, reason: str, count: int = 1, on: str | None = None) -> list[dict[str, Any]]:
-        return wait_for(lambda: (found := self.events(reason, on)) and len(found) >= count and found,
-                        timeout=WAIT, interval=0.2, what=f"{count} {reason} event(s) on {on or 'any pod'}")
+        return wait_for(
+            lambda: (found := self.events(reason, on)) and len(found) >= count and found,
+            timeout=WAIT,
+            interval=0.2,
+            what=f"{count} {reason} event(s) on {on or 'any pod'}",
+        )
 
 
 @pytest.fixture
@@ -149,20 +171,52 @@ class Sidecar:
     def __init__(self, node: Node, variant: str, *args: str, log_name: str = "sidecar") -> None:
         self.kubeconfig = node.env.rbac[variant].kubeconfig("sidecar")
         self.log_file = node.tmp_path / f"{log_name}.log"
-        self.args = [sys.executable, "-m", "webhook", "sidecar", "--node", node.name,
-                     "--kubeconfig", str(self.kubeconfig), "--bind", "127.0.0.1:0",
-                     "--critical-priority", str(CRITICAL), *args]
+        self.args = [
+            sys.executable,
+            "-m",
+            "webhook",
+            "sidecar",
+            "--node",
+            node.name,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--bind",
+            "127.0.0.1:0",
+            "--critical-priority",
+            str(CRITICAL),
+            *args,
+        ]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Sidecar:
         with open(self.log_file, "ab") as out:
-            self.process = subprocess.Popen(self.args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        port = int(wait_for(lambda: self._running() and re.search(r"serving health and metrics on [^ ]+:(\d+)",
-                                                                    self.log()),
-                            timeout=WAIT, interval=0.1, what="the sidecar to start").group(1))
-        wait_for(lambda: self._running() and requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
-                 .status_code == 200, timeout=WAIT, interval=0.1, what="the sidecar's watches to sync")
+            self.process = subprocess.Popen(
+                self.args,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        port = int(
+            wait_for(
+                lambda: (
+                    self._running() and re.search(r"serving health and metrics on [^ ]+:(\d+)", self.log())
+                ),
+                timeout=WAIT,
+                interval=0.1,
+                what="the sidecar to start",
+            ).group(1)
+        )
+        wait_for(
+            lambda: (
+                self._running()
+                and requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+            ),
+            timeout=WAIT,
+            interval=0.1,
+            what="the sidecar's watches to sync",
+        )
         return self
 
     def _running(self) -> bool:
@@ -198,15 +252,35 @@ def victims_cli(node: Node, rejected: str) -> list[str]:
     pods = node.pods()
     target = pods.pop(rejected)
     target["status"] = {"qosClass": target["status"].get("qosClass")}
-    files = {"node.json": node.kubelet.node(node.name),
-             "pods.json": {"apiVersion": "v1", "kind": "List", "items": list(pods.values())},
-             "pod.json": target}
+    files = {
+        "node.json": node.kubelet.node(node.name),
+        "pods.json": {"apiVersion": "v1", "kind": "List", "items": list(pods.values())},
+        "pod.json": target,
+    }
     for name, obj in files.items():
         (node.tmp_path / name).write_text(json.dumps(obj))
-    out = subprocess.run([sys.executable, "-m", "webhook", "victims", "--node", str(node.tmp_path / "node.json"),
-                          "--pods", str(node.tmp_path / "pods.json"), "--pod", str(node.tmp_path / "pod.json"),
-                          "--order", "priority", "--critical-priority", str(CRITICAL)],
-                         cwd=REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "victims",
+            "--node",
+            str(node.tmp_path / "node.json"),
+            "--pods",
+            str(node.tmp_path / "pods.json"),
+            "--pod",
+            str(node.tmp_path / "pod.json"),
+            "--order",
+            "priority",
+            "--critical-priority",
+            str(CRITICAL),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [v["name"] for v in json.loads(out.stdout)["victims"]]
 
 
@@ -229,7 +303,10 @@ def test_evicts_exactly_the_victims_the_module_chose_and_says_so(node: Node) -> 
         # Normal Preempting on the rejected pod naming them.
         for victim in expected:
             [event] = node.wait_events("Preempting", on=victim)
-            assert (event["type"], event["message"]) == ("Warning", "Preempted in order to admit critical pod")
+            assert (event["type"], event["message"]) == (
+                "Warning",
+                "Preempted in order to admit critical pod",
+            )
             assert event["source"]["host"] == node.name
         [announce] = node.wait_events("Preempting", on="critical")
         assert announce["type"] == "Normal"
@@ -247,13 +324,27 @@ def test_evicts_exactly_the_victims_the_module_chose_and_says_so(node: Node) -> 
     assert set(node.pods()) == {"critical", "mid-a", "low-a", "low-b", "low-c", "none"} - set(expected)
 
 
-def test_a_victim_protected_by_a_pdb_gets_the_real_429_and_is_evicted_once_the_budget_allows(node: Node) -> None:
-    node.cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"name": "guard", "namespace": node.namespace},
-                        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+def test_a_victim_protected_by_a_pdb_gets_the_real_429_and_is_evicted_once_the_budget_allows(
+    node: Node,
+) -> None:
+    node.cluster.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": node.namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+    )
     node.run("guarded", cpu="3", priority_class="sce2e-low", labels={"app": "guarded"})
-    wait_for(lambda: node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {})
-             .get("expectedPods") == 1, timeout=WAIT, interval=0.2, what="the disruption controller")
+    wait_for(
+        lambda: (
+            node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {}).get("expectedPods")
+            == 1
+        ),
+        timeout=WAIT,
+        interval=0.2,
+        what="the disruption controller",
+    )
     node.reject("critical", "2", requested=2000, used=3000, capacity=4000)
 
     with sidecar(node) as process:
@@ -262,12 +353,21 @@ def test_a_victim_protected_by_a_pdb_gets_the_real_429_and_is_evicted_once_the_b
         assert "refused by its PodDisruptionBudget" in failed["message"]
         assert "Cannot evict pod as it would violate the pod's disruption budget" in failed["message"]
         assert node.deleting() == set()
-        wait_for(lambda: process.log().count("refused by its PodDisruptionBudget") >= 2, timeout=WAIT,
-                 interval=0.2, what="a retry")
-        node.cluster.kubectl("patch", "pdb", "guard", "-n", node.namespace, "--type=merge",
-                             "-p", '{"spec":{"minAvailable":0}}')
-        wait_for(lambda: node.deleting() == {"guarded"}, timeout=90, interval=0.2,
-                 what="the eviction once the budget allows it")
+        wait_for(
+            lambda: process.log().count("refused by its PodDisruptionBudget") >= 2,
+            timeout=WAIT,
+            interval=0.2,
+            what="a retry",
+        )
+        node.cluster.kubectl(
+            "patch", "pdb", "guard", "-n", node.namespace, "--type=merge", "-p", '{"spec":{"minAvailable":0}}'
+        )
+        wait_for(
+            lambda: node.deleting() == {"guarded"},
+            timeout=90,
+            interval=0.2,
+            what="the eviction once the budget allows it",
+        )
         assert len(node.events("EvictionFailed")) == 1  # reported once, however many retries
         assert len(node.events("Preempting", on="guarded")) == 1
 
@@ -286,15 +386,27 @@ def test_a_sidecar_killed_and_restarted_mid_preemption_never_evicts_a_second_set
     """Two victims: one evicted (its containers still stopping), one refused by its PDB. The sidecar is
     killed with SIGKILL, a new one starts: it reads the record, evicts the refused victim once the budget
     allows, and no other pod; Events stay one per victim (deduplicated through the API, not memory)."""
-    node.cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"name": "guard", "namespace": node.namespace},
-                        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    node.cluster.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": node.namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+    )
     node.run("free", cpu="1500m", priority_class="sce2e-low")
     node.run("guarded", cpu="1500m", priority_class="sce2e-low", labels={"app": "guarded"})
     node.run("spare-a", cpu="500m", priority_class="sce2e-mid")
     node.run("spare-b", cpu="500m", priority_class="sce2e-mid")
-    wait_for(lambda: node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {})
-             .get("expectedPods") == 1, timeout=WAIT, interval=0.2, what="the disruption controller")
+    wait_for(
+        lambda: (
+            node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {}).get("expectedPods")
+            == 1
+        ),
+        timeout=WAIT,
+        interval=0.2,
+        what="the disruption controller",
+    )
     node.reject("critical", "3", requested=3000, used=4000, capacity=4000)
 
     first = Sidecar(node, "default", log_name="first").start()
@@ -307,13 +419,22 @@ def test_a_sidecar_killed_and_restarted_mid_preemption_never_evicts_a_second_set
         first.kill()
 
     with sidecar(node, log_name="second") as second:
-        wait_for(lambda: "refused by its PodDisruptionBudget" in second.log(), timeout=WAIT, interval=0.2,
-                 what="the restarted sidecar to retry the refused eviction")
+        wait_for(
+            lambda: "refused by its PodDisruptionBudget" in second.log(),
+            timeout=WAIT,
+            interval=0.2,
+            what="the restarted sidecar to retry the refused eviction",
+        )
         assert node.deleting() == {"free"}
-        node.cluster.kubectl("patch", "pdb", "guard", "-n", node.namespace, "--type=merge",
-                             "-p", '{"spec":{"minAvailable":0}}')
-        wait_for(lambda: node.deleting() == {"free", "guarded"}, timeout=90, interval=0.2,
-                 what="the refused victim's eviction")
+        node.cluster.kubectl(
+            "patch", "pdb", "guard", "-n", node.namespace, "--type=merge", "-p", '{"spec":{"minAvailable":0}}'
+        )
+        wait_for(
+            lambda: node.deleting() == {"free", "guarded"},
+            timeout=90,
+            interval=0.2,
+            what="the refused victim's eviction",
+        )
         node.kubelet.finish_terminating(node.namespace)
         node.wait_record("critical", rec.DONE)
         assert node.record("critical").victims == record.victims
@@ -330,8 +451,11 @@ def test_terminating_terminal_mirror_and_higher_priority_pods_are_never_victims(
     # as well as the low one would make room, so the sidecar must refuse and evict nothing.
     node.run("stuck", cpu="1", priority_class="sce2e-low", finalizers=["example.com/hold"])
     node.cluster.kubectl("delete", "pod", "stuck", "-n", node.namespace, "--wait=false")
-    node.run("static", cpu="1", annotations={"kubernetes.io/config.mirror": "abc",
-                                             "kubernetes.io/config.source": "file"})
+    node.run(
+        "static",
+        cpu="1",
+        annotations={"kubernetes.io/config.mirror": "abc", "kubernetes.io/config.source": "file"},
+    )
     node.run("higher", cpu="1", priority_class="sce2e-higher")
     node.run("finished", cpu="1", priority_class="sce2e-low")
     node.kubelet.succeed(node.namespace, "finished")
@@ -374,12 +498,27 @@ def test_a_rejected_pod_that_fits_is_done_and_recreated_while_another_pod_is_stu
     owner = node.cluster.get_json("configmap", "owner", "-n", node.namespace)
     node.run("stuck", cpu="1", priority_class="sce2e-low", finalizers=["example.com/hold"])
     node.cluster.kubectl("delete", "pod", "stuck", "-n", node.namespace, "--wait=false")
-    node.reject("critical", "1", requested=1000, used=3000, capacity=4000,
-                owner={"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                       "uid": owner["metadata"]["uid"], "controller": True})
+    node.reject(
+        "critical",
+        "1",
+        requested=1000,
+        used=3000,
+        capacity=4000,
+        owner={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "owner",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        },
+    )
     with sidecar(node, "recreate", "--recreate-rejected"):
-        wait_for(lambda: "critical" not in node.pods(), timeout=WAIT, interval=0.2,
-                 what="the rejected pod, which fits, to be deleted for its controller to recreate")
+        wait_for(
+            lambda: "critical" not in node.pods(),
+            timeout=WAIT,
+            interval=0.2,
+            what="the rejected pod, which fits, to be deleted for its controller to recreate",
+        )
         [event] = node.wait_events("Recreating")
         assert event["involvedObject"]["name"] == "critical"
     assert node.deleting() == {"stuck"}

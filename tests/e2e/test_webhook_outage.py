@@ -26,7 +26,9 @@ NS = "e2e-outage"
 
 
 @pytest.fixture(scope="module")
-def hook(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook) -> Iterator[RegisteredWebhook]:
+def hook(
+    no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook
+) -> Iterator[RegisteredWebhook]:
     ensure_namespace(no_priority_plane, NS)
     try:
         yield no_priority_webhook
@@ -41,9 +43,11 @@ def cluster(no_priority_cluster: ControlPlane, hook: RegisteredWebhook) -> Contr
 
 
 def refused(webhook: str, path: str, port: int, object_kind: str = "creating") -> str:
-    return (f'Error from server (InternalError): error when {object_kind} "STDIN": Internal error occurred: '
-            f'failed calling webhook "{webhook}": failed to call webhook: Post '
-            f'"https://127.0.0.1:{port}{path}?timeout=5s": dial tcp 127.0.0.1:{port}: connect: connection refused')
+    return (
+        f'Error from server (InternalError): error when {object_kind} "STDIN": Internal error occurred: '
+        f'failed calling webhook "{webhook}": failed to call webhook: Post '
+        f'"https://127.0.0.1:{port}{path}?timeout=5s": dial tcp 127.0.0.1:{port}: connect: connection refused'
+    )
 
 
 def test_while_the_webhook_is_down_only_the_fail_closed_namespaces_refuse(cluster, hook) -> None:
@@ -55,16 +59,25 @@ def test_while_the_webhook_is_down_only_the_fail_closed_namespaces_refuse(cluste
             assert result.stderr.strip() == refused("pods.priority-webhook.io", "/mutate", port)
 
         # kube-system fails open: admitted, and (with the in-tree plugin off) nobody resolves the priority.
-        result = kubectl_create(cluster, pod("e2e-outage-admitted", "kube-system", "system-node-critical"),
-                                dry_run=False)
+        result = kubectl_create(
+            cluster, pod("e2e-outage-admitted", "kube-system", "system-node-critical"), dry_run=False
+        )
         try:
             assert result.returncode == 0, result.stderr
             spec = json.loads(result.stdout)["spec"]
             assert spec["priorityClassName"] == "system-node-critical"
             assert "priority" not in spec and "preemptionPolicy" not in spec
         finally:
-            cluster.kubectl("delete", "pod", "e2e-outage-admitted", "-n", "kube-system", "--grace-period=0",
-                            "--wait=false", check=False)
+            cluster.kubectl(
+                "delete",
+                "pod",
+                "e2e-outage-admitted",
+                "-n",
+                "kube-system",
+                "--grace-period=0",
+                "--wait=false",
+                check=False,
+            )
 
         # The release namespace is never sent to the webhook: its own pods can start while it is down.
         assert kubectl_create(cluster, pod("own", RELEASE_NAMESPACE), dry_run=True).returncode == 0

@@ -34,11 +34,15 @@ LEGACY_WARNING = f"Warning: legacy annotation {CRITICAL_POD} mapped to system-cl
 
 
 @pytest.fixture(scope="module")
-def hook(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook) -> Iterator[RegisteredWebhook]:
+def hook(
+    no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook
+) -> Iterator[RegisteredWebhook]:
     cluster = no_priority_plane
     ensure_namespace(cluster, NS)
-    cluster.apply(priority_class(HIGH, CLASSES[HIGH], description="e2e: high"),
-                  priority_class(NEVER, CLASSES[NEVER], policy="Never", description="e2e: waits, never preempts"))
+    cluster.apply(
+        priority_class(HIGH, CLASSES[HIGH], description="e2e: high"),
+        priority_class(NEVER, CLASSES[NEVER], policy="Never", description="e2e: waits, never preempts"),
+    )
     try:
         with cluster.session() as session:
             wait_until_resolved(cluster, session, NS, CLASSES)
@@ -82,12 +86,16 @@ def priority_fields(obj: dict) -> tuple:
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
-@pytest.mark.parametrize(("class_name", "expected"), [
-    (HIGH, (HIGH, 1000000, "PreemptLowerPriority")),
-    (NEVER, (NEVER, 500, "Never")),
-    ("system-node-critical", ("system-node-critical", 2000001000, "PreemptLowerPriority")),
-    (None, (None, 0, "PreemptLowerPriority")),
-], ids=["user-class", "never-class", "system-class", "no-class-no-default"])
+@pytest.mark.parametrize(
+    ("class_name", "expected"),
+    [
+        (HIGH, (HIGH, 1000000, "PreemptLowerPriority")),
+        (NEVER, (NEVER, 500, "Never")),
+        ("system-node-critical", ("system-node-critical", 2000001000, "PreemptLowerPriority")),
+        (None, (None, 0, "PreemptLowerPriority")),
+    ],
+    ids=["user-class", "never-class", "system-class", "no-class-no-default"],
+)
 def test_the_named_class_or_the_no_default_values_are_stored(cluster, class_name, expected, dry_run) -> None:
     name = f"resolve-{(class_name or 'none')[:20]}-{'dry' if dry_run else 'real'}"
     assert priority_fields(stored(cluster, pod(name, NS, class_name), dry_run=dry_run)) == expected
@@ -97,50 +105,76 @@ def test_the_named_class_or_the_no_default_values_are_stored(cluster, class_name
 def test_the_global_default_names_its_class_in_pods_that_name_none(cluster, global_default, dry_run) -> None:
     name = f"default-{'dry' if dry_run else 'real'}"
     assert priority_fields(stored(cluster, pod(name, NS), dry_run=dry_run)) == (
-        DEFAULT, global_default, "PreemptLowerPriority")
+        DEFAULT,
+        global_default,
+        "PreemptLowerPriority",
+    )
     # A named class still wins over the default, and a client value equal to the default is accepted.
     assert priority_fields(stored(cluster, pod(f"{name}-named", NS, NEVER), dry_run=dry_run))[1] == 500
     assert priority_fields(stored(cluster, pod(f"{name}-same", NS, priority=300), dry_run=dry_run))[1] == 300
 
 
 def test_kubectl_apply_dry_run_shows_the_default_too(cluster, global_default) -> None:
-    out = cluster.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
-                          input=json.dumps(pod("apply-default", NS)))
+    out = cluster.kubectl(
+        "apply", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod("apply-default", NS))
+    )
     assert priority_fields(json.loads(out.stdout)) == (DEFAULT, 300, "PreemptLowerPriority")
 
 
 DENIALS = [
-    (pod("no-such-class", NS, "e2e-nope"), 'pods "no-such-class" is forbidden: '
-     "no PriorityClass with name e2e-nope was found"),
-    (pod("other-priority", NS, HIGH, priority=5), 'pods "other-priority" is forbidden: '
-     "the integer value of priority (5) must not be provided in pod spec; priority admission controller "
-     "computed 1000000 from the given PriorityClass name"),
-    (pod("other-policy", NS, NEVER, policy="PreemptLowerPriority"), 'pods "other-policy" is forbidden: '
-     "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; "
-     "priority admission controller computed Never from the given PriorityClass name"),
-    (pod("unnamed-priority", NS, priority=7), 'pods "unnamed-priority" is forbidden: '
-     "the integer value of priority (7) must not be provided in pod spec; priority admission controller "
-     "computed 0 from the given PriorityClass name"),
-    (pod("unnamed-never", NS, policy="Never"), 'pods "unnamed-never" is forbidden: '
-     "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority admission "
-     "controller computed PreemptLowerPriority from the given PriorityClass name"),
-    (pod("both-differ", NS, HIGH, priority=1, policy="Never"), 'pods "both-differ" is forbidden: '
-     "the integer value of priority (1) must not be provided in pod spec; priority admission controller "
-     "computed 1000000 from the given PriorityClass name"),
-    (pod("gen-", NS, "e2e-nope", generate_name=True), 'pods "gen-" is forbidden: '
-     "no PriorityClass with name e2e-nope was found"),
+    (
+        pod("no-such-class", NS, "e2e-nope"),
+        'pods "no-such-class" is forbidden: no PriorityClass with name e2e-nope was found',
+    ),
+    (
+        pod("other-priority", NS, HIGH, priority=5),
+        'pods "other-priority" is forbidden: '
+        "the integer value of priority (5) must not be provided in pod spec; priority admission controller "
+        "computed 1000000 from the given PriorityClass name",
+    ),
+    (
+        pod("other-policy", NS, NEVER, policy="PreemptLowerPriority"),
+        'pods "other-policy" is forbidden: '
+        "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; "
+        "priority admission controller computed Never from the given PriorityClass name",
+    ),
+    (
+        pod("unnamed-priority", NS, priority=7),
+        'pods "unnamed-priority" is forbidden: '
+        "the integer value of priority (7) must not be provided in pod spec; priority admission controller "
+        "computed 0 from the given PriorityClass name",
+    ),
+    (
+        pod("unnamed-never", NS, policy="Never"),
+        'pods "unnamed-never" is forbidden: '
+        "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority admission "
+        "controller computed PreemptLowerPriority from the given PriorityClass name",
+    ),
+    (
+        pod("both-differ", NS, HIGH, priority=1, policy="Never"),
+        'pods "both-differ" is forbidden: '
+        "the integer value of priority (1) must not be provided in pod spec; priority admission controller "
+        "computed 1000000 from the given PriorityClass name",
+    ),
+    (
+        pod("gen-", NS, "e2e-nope", generate_name=True),
+        'pods "gen-" is forbidden: no PriorityClass with name e2e-nope was found',
+    ),
 ]
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
-@pytest.mark.parametrize(("obj", "message"), DENIALS, ids=[d[0]["metadata"].get("name", "generate-name")
-                                                           for d in DENIALS])
+@pytest.mark.parametrize(
+    ("obj", "message"), DENIALS, ids=[d[0]["metadata"].get("name", "generate-name") for d in DENIALS]
+)
 def test_kubectl_prints_the_upstream_denial_with_the_webhook_prefix(cluster, obj, message, dry_run) -> None:
     result = kubectl_create(cluster, obj, dry_run=dry_run)
     assert result.returncode == 1
     assert result.stderr.strip() == kubectl_denial(POD_WEBHOOK, message)
     if "name" in obj["metadata"]:
-        assert "NotFound" in cluster.kubectl("get", "pod", "-n", NS, obj["metadata"]["name"], check=False).stderr
+        assert (
+            "NotFound" in cluster.kubectl("get", "pod", "-n", NS, obj["metadata"]["name"], check=False).stderr
+        )
 
 
 def test_kubectl_apply_prints_the_same_denial(cluster) -> None:
@@ -156,28 +190,39 @@ def test_client_values_equal_to_the_resolved_ones_are_accepted(cluster) -> None:
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
-def test_the_legacy_critical_annotation_in_kube_system_means_system_cluster_critical(cluster, dry_run) -> None:
+def test_the_legacy_critical_annotation_in_kube_system_means_system_cluster_critical(
+    cluster, dry_run
+) -> None:
     name = f"e2e-legacy-{'dry' if dry_run else 'real'}"
     obj = pod(name, "kube-system", annotations={CRITICAL_POD: ""})
     result = kubectl_create(cluster, obj, dry_run=dry_run)
     try:
         assert result.returncode == 0, result.stderr
         assert LEGACY_WARNING in result.stderr.splitlines()
-        assert priority_fields(json.loads(result.stdout)) == ("system-cluster-critical", 2000000000,
-                                                              "PreemptLowerPriority")
+        assert priority_fields(json.loads(result.stdout)) == (
+            "system-cluster-critical",
+            2000000000,
+            "PreemptLowerPriority",
+        )
     finally:
         if not dry_run:
-            cluster.kubectl("delete", "pod", name, "-n", "kube-system", "--grace-period=0", "--wait=false",
-                            check=False)
+            cluster.kubectl(
+                "delete", "pod", name, "-n", "kube-system", "--grace-period=0", "--wait=false", check=False
+            )
 
 
-@pytest.mark.parametrize(("namespace", "annotations", "class_name", "expected"), [
-    ("kube-system", {CRITICAL_POD: "true"}, None, (None, 0)),       # only the empty value counts
-    (NS, {CRITICAL_POD: ""}, None, (None, 0)),                      # only in kube-system
-    ("kube-system", {CRITICAL_POD: ""}, NEVER, (NEVER, 500)),       # a named class wins
-], ids=["value-not-empty", "other-namespace", "class-named"])
-def test_the_legacy_annotation_is_mapped_only_where_upstream_mapped_it(cluster, namespace, annotations,
-                                                                       class_name, expected) -> None:
+@pytest.mark.parametrize(
+    ("namespace", "annotations", "class_name", "expected"),
+    [
+        ("kube-system", {CRITICAL_POD: "true"}, None, (None, 0)),  # only the empty value counts
+        (NS, {CRITICAL_POD: ""}, None, (None, 0)),  # only in kube-system
+        ("kube-system", {CRITICAL_POD: ""}, NEVER, (NEVER, 500)),  # a named class wins
+    ],
+    ids=["value-not-empty", "other-namespace", "class-named"],
+)
+def test_the_legacy_annotation_is_mapped_only_where_upstream_mapped_it(
+    cluster, namespace, annotations, class_name, expected
+) -> None:
     result = kubectl_create(cluster, pod("e2e-not-legacy", namespace, class_name, annotations=annotations))
     assert result.returncode == 0, result.stderr
     assert LEGACY_WARNING not in result.stderr
@@ -210,9 +255,14 @@ def test_without_the_copy_back_the_api_server_refuses_such_a_put(cluster, hook) 
     try:
         current = cluster.get_json("pod", name, "-n", RELEASE_NAMESPACE)
         del current["spec"]["priority"]
-        result = cluster.kubectl("replace", "--dry-run=server", "-f", "-", input=json.dumps(current), check=False)
+        result = cluster.kubectl(
+            "replace", "--dry-run=server", "-f", "-", input=json.dumps(current), check=False
+        )
         assert result.returncode == 1
-        assert f'The Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields' in result.stderr
+        assert (
+            f'The Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields'
+            in result.stderr
+        )
     finally:
         cluster.kubectl("delete", "pod", name, "-n", RELEASE_NAMESPACE, "--grace-period=0", "--wait=false")
 
@@ -230,20 +280,33 @@ def test_subresources_and_eviction_never_reach_the_webhook(cluster, hook) -> Non
     before = {endpoint: hook.requests(endpoint) for endpoint in ("mutate", "validate")}
     base = f"/api/v1/namespaces/{NS}/pods/{name}"
     with cluster.session() as session:
-        status = session.patch(cluster.url + base + "/status", timeout=10,
-                               headers={"Content-Type": "application/merge-patch+json"},
-                               json={"status": {"conditions": [{"type": "e2e", "status": "True"}]}})
+        status = session.patch(
+            cluster.url + base + "/status",
+            timeout=10,
+            headers={"Content-Type": "application/merge-patch+json"},
+            json={"status": {"conditions": [{"type": "e2e", "status": "True"}]}},
+        )
         assert status.status_code == 200, status.text
-        binding = session.post(cluster.url + base + "/binding", timeout=10, json={
-            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "e2e-node"}})
+        binding = session.post(
+            cluster.url + base + "/binding",
+            timeout=10,
+            json={
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "e2e-node"},
+            },
+        )
         assert binding.status_code == 201, binding.text
         assert {e: hook.requests(e) for e in before} == before
         bound = cluster.get_json("pod", name, "-n", NS)
         assert bound["spec"]["nodeName"] == "e2e-node"
         assert priority_fields(bound) == (HIGH, 1000000, "PreemptLowerPriority")
-        eviction = session.post(cluster.url + base + "/eviction", timeout=10, json={
-            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}})
+        eviction = session.post(
+            cluster.url + base + "/eviction",
+            timeout=10,
+            json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}},
+        )
         assert eviction.status_code == 201, eviction.text
     assert {e: hook.requests(e) for e in before} == before
     # A plain metadata update of the pod itself is an UPDATE of `pods`: that one is sent (mutate only).
@@ -258,4 +321,8 @@ def test_the_rest_api_outcome_matches_kubectl(cluster) -> None:
     with cluster.session() as session:
         outcome = create(session, cluster, obj)
     assert (outcome.code, outcome.reason, outcome.webhook, outcome.message) == (
-        403, "Forbidden", POD_WEBHOOK, message)
+        403,
+        "Forbidden",
+        POD_WEBHOOK,
+        message,
+    )

@@ -36,8 +36,11 @@ HIGH = "e2e-reinvoke-high"
 
 
 @pytest.fixture(scope="module")
-def chain(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhook,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegisteredWebhook, Meddler]]:
+def chain(
+    no_priority_plane: ControlPlane,
+    no_priority_webhook: RegisteredWebhook,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RegisteredWebhook, Meddler]]:
     cluster, hook = no_priority_plane, no_priority_webhook
     ensure_namespace(cluster, NS)
     cluster.apply(priority_class(HIGH, 1000000))
@@ -49,12 +52,20 @@ def chain(no_priority_plane: ControlPlane, no_priority_webhook: RegisteredWebhoo
             with cluster.session() as session:
                 wait_until_resolved(cluster, session, NS, {HIGH: 1000000})
             # The API server loads webhook configurations asynchronously: wait until the second one is called.
-            wait_for(lambda: kubectl_create(cluster, pod("probe", NS)).returncode == 0
-                     and second.calls_for("probe"), timeout=60, interval=0.2, what="the second webhook")
+            wait_for(
+                lambda: (
+                    kubectl_create(cluster, pod("probe", NS)).returncode == 0 and second.calls_for("probe")
+                ),
+                timeout=60,
+                interval=0.2,
+                what="the second webhook",
+            )
             try:
                 yield hook, second
             finally:
-                cluster.kubectl("delete", "mutatingwebhookconfiguration", config["metadata"]["name"], check=False)
+                cluster.kubectl(
+                    "delete", "mutatingwebhookconfiguration", config["metadata"]["name"], check=False
+                )
     finally:
         cluster.kubectl("delete", "priorityclass", HIGH, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
@@ -78,7 +89,10 @@ def test_a_class_set_by_a_later_webhook_is_resolved_when_we_are_reinvoked(cluste
     assert result.returncode == 0, result.stderr
     spec = json.loads(result.stdout)["spec"]
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == (
-        HIGH, 1000000, "PreemptLowerPriority")
+        HIGH,
+        1000000,
+        "PreemptLowerPriority",
+    )
     mutate, validate = counts(hook)
     assert (mutate - before[0], validate - before[1]) == (2, 1)  # reinvoked once, validated once
     # The second webhook changed the pod once; it was called again after our reinvocation changed it.
@@ -101,15 +115,17 @@ def test_an_unrelated_change_by_a_later_webhook_reinvokes_us_to_no_effect(cluste
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
 def test_a_later_webhook_that_keeps_dropping_the_priority_is_caught_by_the_final_state_check(
-        cluster, chain, dry_run) -> None:
+    cluster, chain, dry_run
+) -> None:
     hook, second = chain
     name = f"drop-priority-{'dry' if dry_run else 'real'}"
     before = counts(hook)
     result = kubectl_create(cluster, pod(name, NS, HIGH, annotations={DROP_PRIORITY: ""}), dry_run=dry_run)
     assert result.returncode == 1
     assert result.stderr.strip() == kubectl_denial(
-        "pods.priority-webhook.io", f'pods "{name}" is forbidden: spec.priority is not set; '
-        "priority admission requires 1000000")
+        "pods.priority-webhook.io",
+        f'pods "{name}" is forbidden: spec.priority is not set; priority admission requires 1000000',
+    )
     mutate, validate = counts(hook)
     assert (mutate - before[0], validate - before[1]) == (2, 1)
     assert second.calls_for(name) == [True, True]  # after our first call and after our reinvocation
@@ -117,7 +133,8 @@ def test_a_later_webhook_that_keeps_dropping_the_priority_is_caught_by_the_final
 
 
 def test_after_the_in_tree_plugin_the_final_state_check_is_what_catches_a_dropped_priority(
-        control_plane: ControlPlane, attach_logs, tmp_path) -> None:
+    control_plane: ControlPlane, attach_logs, tmp_path
+) -> None:
     """With the plugin on (the session's cluster), a later webhook that drops the priority gets a pod
     stored without one; with our webhook registered too, the validating entry denies it."""
     plane = attach_logs(control_plane)
@@ -129,8 +146,14 @@ def test_after_the_in_tree_plugin_the_final_state_check_is_what_catches_a_droppe
             config = second.configuration(NS)
             plane.apply(config)
             try:
-                wait_for(lambda: kubectl_create(plane, pod("probe", NS)).returncode == 0
-                         and second.calls_for("probe"), timeout=60, interval=0.2, what="the second webhook")
+                wait_for(
+                    lambda: (
+                        kubectl_create(plane, pod("probe", NS)).returncode == 0 and second.calls_for("probe")
+                    ),
+                    timeout=60,
+                    interval=0.2,
+                    what="the second webhook",
+                )
                 alone = kubectl_create(plane, obj)
                 assert alone.returncode == 0, alone.stderr
                 assert "priority" not in json.loads(alone.stdout)["spec"]  # the plugin alone lets it through
@@ -138,10 +161,14 @@ def test_after_the_in_tree_plugin_the_final_state_check_is_what_catches_a_droppe
                     result = kubectl_create(plane, obj)
                 assert result.returncode == 1
                 assert result.stderr.strip() == kubectl_denial(
-                    "pods.priority-webhook.io", 'pods "drop-after-plugin" is forbidden: spec.priority is not '
-                    "set; priority admission requires 1000000")
+                    "pods.priority-webhook.io",
+                    'pods "drop-after-plugin" is forbidden: spec.priority is not '
+                    "set; priority admission requires 1000000",
+                )
             finally:
-                plane.kubectl("delete", "mutatingwebhookconfiguration", config["metadata"]["name"], check=False)
+                plane.kubectl(
+                    "delete", "mutatingwebhookconfiguration", config["metadata"]["name"], check=False
+                )
     finally:
         plane.kubectl("delete", "priorityclass", HIGH, "--ignore-not-found", check=False)
         plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)

@@ -30,19 +30,33 @@ PLUGIN_DIR = Path(sys.executable).parent  # kubectl-priority is installed next t
 
 def deployment(namespace: str, class_name: str) -> dict:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": namespace},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"priorityClassName": class_name,
-                                       "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "priorityClassName": class_name,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
+                },
+            },
+        },
     }
 
 
 def review_offline(tmp_path: Path, obj: dict) -> subprocess.CompletedProcess[str]:
     path = tmp_path / f"{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(obj))
-    return subprocess.run([sys.executable, "-m", "webhook", "review", str(path)], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "review", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -64,12 +78,16 @@ def test_apply_of_a_deployment_whose_pods_can_never_be_admitted_prints_our_warni
     cluster: ControlPlane, tmp_path: Path, namespace: str
 ) -> None:
     bad = deployment(namespace, "no-such-class")
-    message = (f"pods created by Deployment {namespace}/web will be forbidden: "
-               "no PriorityClass with name no-such-class was found")
+    message = (
+        f"pods created by Deployment {namespace}/web will be forbidden: "
+        "no PriorityClass with name no-such-class was found"
+    )
     offline = review_offline(tmp_path, bad)
     assert offline.returncode == 1 and offline.stderr == f"Error from server (Forbidden): {message}\n"
     with registered_webhook(cluster, tmp_path, "--workers", "1"):
-        wait_for(lambda: _warned(cluster, bad), timeout=60, interval=0.5, what="the workload entry to be called")
+        wait_for(
+            lambda: _warned(cluster, bad), timeout=60, interval=0.5, what="the workload entry to be called"
+        )
         applied = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad))
         assert f"Warning: {message}" in applied.stderr
         assert cluster.get_json("deployment", "web", "-n", namespace)["metadata"]["name"] == "web"
@@ -79,19 +97,29 @@ def test_apply_of_a_deployment_whose_pods_can_never_be_admitted_prints_our_warni
         assert "Warning" not in applied.stderr
 
 
-def test_with_the_flag_the_deployment_is_denied(cluster: ControlPlane, tmp_path: Path, namespace: str) -> None:
+def test_with_the_flag_the_deployment_is_denied(
+    cluster: ControlPlane, tmp_path: Path, namespace: str
+) -> None:
     bad = deployment(namespace, "no-such-class")
-    with registered_webhook(cluster, tmp_path, "--workers", "1", "--deny-unadmittable-workloads",
-                            values={"admission": {"workloads": "deny"}}):
+    with registered_webhook(
+        cluster,
+        tmp_path,
+        "--workers",
+        "1",
+        "--deny-unadmittable-workloads",
+        values={"admission": {"workloads": "deny"}},
+    ):
 
         def denied() -> str:
             result = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
             return result.stderr if result.returncode != 0 else ""
 
         err = wait_for(denied, timeout=60, interval=0.5, what="the workload entry to deny")
-        assert 'admission webhook "workloads.priority-webhook.io" denied the request: ' \
-               f"pods created by Deployment {namespace}/web will be forbidden: " \
-               "no PriorityClass with name no-such-class was found" in err
+        assert (
+            'admission webhook "workloads.priority-webhook.io" denied the request: '
+            f"pods created by Deployment {namespace}/web will be forbidden: "
+            "no PriorityClass with name no-such-class was found" in err
+        )
     assert cluster.kubectl("get", "deployment", "web", "-n", namespace, check=False).returncode != 0
 
 
@@ -114,9 +142,15 @@ def _refused(cluster: ControlPlane, path: str, obj: dict) -> str:
 
 
 @pytest.mark.parametrize("metadata", BAD_NAMES, ids=lambda m: ",".join(f"{k}={v[:12]}" for k, v in m.items()))
-def test_review_words_invalid_names_as_the_api_server_does(cluster: ControlPlane, tmp_path: Path, metadata) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-           "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}}
+def test_review_words_invalid_names_as_the_api_server_does(
+    cluster: ControlPlane, tmp_path: Path, metadata
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+    }
     offline = review_offline(tmp_path, pod)
     assert offline.returncode == 1
     ours = offline.stderr.removeprefix("Error from server (Invalid): ").rstrip("\n")
@@ -125,7 +159,9 @@ def test_review_words_invalid_names_as_the_api_server_does(cluster: ControlPlane
         # are those it has for a Namespace of that name
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": metadata["namespace"]}}
         theirs = _refused(cluster, "/api/v1/namespaces", namespace)
-        assert ours.split("metadata.namespace: Invalid value: ", 1)[1] == theirs.split("Invalid value: ", 1)[1]
+        assert (
+            ours.split("metadata.namespace: Invalid value: ", 1)[1] == theirs.split("Invalid value: ", 1)[1]
+        )
     else:
         theirs = _refused(cluster, "/api/v1/namespaces/default/pods", pod)
         if "generateName" in metadata:  # five random characters on both sides
@@ -135,14 +171,27 @@ def test_review_words_invalid_names_as_the_api_server_does(cluster: ControlPlane
 
 # -- the kubectl plugin -----------------------------------------------------------------------------------
 
-def plugin(cluster: ControlPlane, *args: str, env: dict[str, str] | None = None,
-           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+
+def plugin(
+    cluster: ControlPlane, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`kubectl priority ...` through the real kubectl, the plugin found on PATH, the cluster from
     $KUBECONFIG as a user has it."""
-    environ = {**os.environ, "PATH": f"{PLUGIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}",
-               "KUBECONFIG": str(cluster.kubeconfig), **(env or {})}
-    return subprocess.run([str(cluster.assets / "kubectl"), "priority", *args], env=environ, cwd=cwd,
-                          capture_output=True, text=True, timeout=60, check=False)
+    environ = {
+        **os.environ,
+        "PATH": f"{PLUGIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(cluster.kubeconfig),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [str(cluster.assets / "kubectl"), "priority", *args],
+        env=environ,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -150,25 +199,53 @@ def node(cluster: ControlPlane):
     """A Node with 2 cpu and one pod bound to it (no kubelet: it stays as the API has it)."""
     name = f"node-{uuid.uuid4().hex[:6]}"
     cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    status = {"status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
-                         "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
+    status = {
+        "status": {
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+            "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+        }
+    }
     cluster.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status))
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{name}", "namespace": "default"},
-           "spec": {"nodeName": name, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                                                        "resources": {"limits": {"cpu": "1500m"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"batch-{name}", "namespace": "default"},
+        "spec": {
+            "nodeName": name,
+            "containers": [
+                {"name": "c", "image": "registry.k8s.io/pause:3.9", "resources": {"limits": {"cpu": "1500m"}}}
+            ],
+        },
+    }
     cluster.apply(pod)
     yield name
-    cluster.kubectl("delete", "pod", f"batch-{name}", "-n", "default", "--wait=false", "--grace-period=0",
-                    "--force", check=False)
+    cluster.kubectl(
+        "delete",
+        "pod",
+        f"batch-{name}",
+        "-n",
+        "default",
+        "--wait=false",
+        "--grace-period=0",
+        "--force",
+        check=False,
+    )
     cluster.kubectl("delete", "node", name, "--wait=false", check=False)
 
 
 def test_kubectl_priority_victims_reads_the_node_and_its_pods_live(
     cluster: ControlPlane, tmp_path: Path, node: str
 ) -> None:
-    critical = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent", "namespace": "kube-system"},
-                "spec": {"priorityClassName": "system-node-critical", "priority": 2000001000,
-                         "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    critical = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {
+            "priorityClassName": "system-node-critical",
+            "priority": 2000001000,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(critical))
     result = plugin(cluster, "victims", "--node", node, "--pod", "pod.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -176,8 +253,17 @@ def test_kubectl_priority_victims_reads_the_node_and_its_pods_live(
     # the bound pod asked for 1500m through its limits only: the API server made that its request
     assert got["admit"] is True and got["reasons"][0]["used"] == 1500
     assert [(v["name"], v["terminating"]) for v in got["victims"]] == [(f"batch-{node}", False)]
-    with_context = plugin(cluster, "victims", "--node", node, "--pod", "pod.yaml", "--context",
-                          _current_context(cluster), cwd=tmp_path)
+    with_context = plugin(
+        cluster,
+        "victims",
+        "--node",
+        node,
+        "--pod",
+        "pod.yaml",
+        "--context",
+        _current_context(cluster),
+        cwd=tmp_path,
+    )
     assert with_context.returncode == 0 and json.loads(with_context.stdout) == got
     missing = plugin(cluster, "victims", "--node", "no-such-node", "--pod", "pod.yaml", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.strip().endswith('node "no-such-node": not found')
@@ -195,16 +281,23 @@ def test_kubectl_priority_review_and_plan(cluster: ControlPlane, tmp_path: Path,
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["spec"]["template"]["spec"]["priority"] == 2000000000
 
-    pending = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "job-", "namespace": "default"},
-               "spec": {"priorityClassName": "system-cluster-critical",
-                        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    pending = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "job-", "namespace": "default"},
+        "spec": {
+            "priorityClassName": "system-cluster-critical",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pending))
     dump = cluster.kubectl("get", "nodes,pods,pdb,priorityclasses", "-A", "-o", "json").stdout
     (tmp_path / "cluster.json").write_text(dump)
     result = plugin(cluster, "plan", "--cluster", "cluster.json", "--pod", "pod.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["victims"] == [{"namespace": "default", "name": f"batch-{node}",
-                                                     "priority": 0}]
+    assert json.loads(result.stdout)["victims"] == [
+        {"namespace": "default", "name": f"batch-{node}", "priority": 0}
+    ]
     live = plugin(cluster, "plan", "--pod", "pod.yaml", cwd=tmp_path)
     if "cannot read a cluster" in live.stderr:
         pytest.skip("plan cannot read a cluster live in this version (plan --kubeconfig)")
@@ -212,10 +305,13 @@ def test_kubectl_priority_review_and_plan(cluster: ControlPlane, tmp_path: Path,
     assert json.loads(live.stdout)["victims"] == json.loads(result.stdout)["victims"]
 
 
-def test_kubectl_priority_says_not_found_for_a_missing_kubeconfig(cluster: ControlPlane, tmp_path: Path) -> None:
+def test_kubectl_priority_says_not_found_for_a_missing_kubeconfig(
+    cluster: ControlPlane, tmp_path: Path
+) -> None:
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump({"kind": "Pod", "metadata": {"name": "p"}}))
     missing = tmp_path / "absent.kubeconfig"
-    result = plugin(cluster, "victims", "--node", "n", "--pod", "pod.yaml", "--kubeconfig", str(missing),
-                    cwd=tmp_path)
+    result = plugin(
+        cluster, "victims", "--node", "n", "--pod", "pod.yaml", "--kubeconfig", str(missing), cwd=tmp_path
+    )
     assert result.returncode == 2
     assert result.stderr == f"priority-webhook victims: error: kubeconfig {missing}: not found\n"

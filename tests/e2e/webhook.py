@@ -51,9 +51,17 @@ WEBHOOK_PREFIX = re.compile(r'^admission webhook "([^"]+)" denied the request: '
 
 
 # -- objects -------------------------------------------------------------------------------------------
-def pod(name: str, namespace: str = "default", class_name: str | None = None, priority: int | None = None,
-        policy: str | None = None, *, annotations: dict[str, str] | None = None,
-        labels: dict[str, str] | None = None, generate_name: bool = False) -> dict[str, Any]:
+def pod(
+    name: str,
+    namespace: str = "default",
+    class_name: str | None = None,
+    priority: int | None = None,
+    policy: str | None = None,
+    *,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    generate_name: bool = False,
+) -> dict[str, Any]:
     """A minimal Pod; `generate_name` puts `name` in `metadata.generateName` instead."""
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": IMAGE}]}
     if class_name is not None:
@@ -70,10 +78,15 @@ def pod(name: str, namespace: str = "default", class_name: str | None = None, pr
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-def priority_class(name: str, value: int, default: bool = False, policy: str | None = None,
-                   description: str | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                           "metadata": {"name": name}, "value": value}
+def priority_class(
+    name: str, value: int, default: bool = False, policy: str | None = None, description: str | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
     if default:
         obj["globalDefault"] = True
     if policy is not None:
@@ -107,15 +120,25 @@ class Outcome:
         warnings = tuple(re.findall(r'299 - "((?:[^"\\]|\\.)*)"', response.headers.get("Warning", "")))
         if response.status_code < 300:
             spec = body.get("spec") or {}
-            return cls(response.status_code, spec.get("priority"), spec.get("priorityClassName"),
-                       spec.get("preemptionPolicy"), warnings=warnings)
+            return cls(
+                response.status_code,
+                spec.get("priority"),
+                spec.get("priorityClassName"),
+                spec.get("preemptionPolicy"),
+                warnings=warnings,
+            )
         message = body.get("message", "")
         found = WEBHOOK_PREFIX.match(message)
         webhook = found.group(1) if found else None
         if found:
-            message = message[found.end():]
-        return cls(response.status_code, reason=body.get("reason", ""), message=message, webhook=webhook,
-                   warnings=warnings)
+            message = message[found.end() :]
+        return cls(
+            response.status_code,
+            reason=body.get("reason", ""),
+            message=message,
+            webhook=webhook,
+            warnings=warnings,
+        )
 
     def fields(self) -> tuple[Any, ...]:
         """What must agree between two API servers: stored fields, or the denial less the webhook prefix."""
@@ -130,40 +153,58 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"/api/v1/namespaces/{obj['metadata']['namespace']}/pods"
 
 
-def create(session: requests.Session, cluster: ControlPlane, obj: dict[str, Any], *,
-           dry_run: bool = True) -> Outcome:
+def create(
+    session: requests.Session, cluster: ControlPlane, obj: dict[str, Any], *, dry_run: bool = True
+) -> Outcome:
     """POST `obj` as `kubectl create [--dry-run=server]` does."""
     params = {"dryRun": "All"} if dry_run else {}
     response = session.post(cluster.url + object_path(obj), json=obj, params=params, timeout=30)
     return Outcome.of(response)
 
 
-def kubectl_create(cluster: ControlPlane, obj: dict[str, Any], *args: str,
-                   dry_run: bool = True) -> subprocess.CompletedProcess[str]:
+def kubectl_create(
+    cluster: ControlPlane, obj: dict[str, Any], *args: str, dry_run: bool = True
+) -> subprocess.CompletedProcess[str]:
     """`kubectl create [--dry-run=server] -o json -f -`, unchecked: tests read its exit, stdout and stderr."""
     flags = ["--dry-run=server"] if dry_run else []
-    return cluster.kubectl("create", *flags, *args, "-o", "json", "-f", "-", input=json.dumps(obj),
-                           check=False)
+    return cluster.kubectl(
+        "create", *flags, *args, "-o", "json", "-f", "-", input=json.dumps(obj), check=False
+    )
 
 
 def kubectl_denial(webhook: str, message: str, verb: str = "creating") -> str:
     """The line kubectl prints when one of our webhooks denies an object read from standard input."""
-    return (f'Error from server (Forbidden): error when {verb} "STDIN": admission webhook "{webhook}" '
-            f"denied the request: {message}")
+    return (
+        f'Error from server (Forbidden): error when {verb} "STDIN": admission webhook "{webhook}" '
+        f"denied the request: {message}"
+    )
 
 
 def ensure_namespace(cluster: ControlPlane, name: str) -> None:
     if cluster.kubectl("get", "namespace", name, check=False).returncode != 0:
         cluster.kubectl("create", "namespace", name)
     # Pods need the namespace's `default` ServiceAccount (the controller manager makes it, when it runs).
-    wait_for(lambda: cluster.get(f"/api/v1/namespaces/{name}/serviceaccounts/default").status_code == 200
-             or cluster.kubectl("create", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-             timeout=30, interval=0.2, what=f"ServiceAccount {name}/default")
+    wait_for(
+        lambda: (
+            cluster.get(f"/api/v1/namespaces/{name}/serviceaccounts/default").status_code == 200
+            or cluster.kubectl("create", "serviceaccount", "default", "-n", name, check=False).returncode == 0
+        ),
+        timeout=30,
+        interval=0.2,
+        what=f"ServiceAccount {name}/default",
+    )
 
 
-def wait_until_resolved(cluster: ControlPlane, session: requests.Session, namespace: str,
-                        expected: dict[str, int | None], default: int = 0, *, times: int = 1,
-                        timeout: float = 30) -> float:
+def wait_until_resolved(
+    cluster: ControlPlane,
+    session: requests.Session,
+    namespace: str,
+    expected: dict[str, int | None],
+    default: int = 0,
+    *,
+    times: int = 1,
+    timeout: float = 30,
+) -> float:
     """Wait until pod admission in `namespace` sees the classes as `expected` says (name → value, or None
     for a class that must be gone) and gives a pod naming no class `default`; `times` answers in a row
     (several webhook workers each have a cache). Returns the seconds it took."""
@@ -171,13 +212,21 @@ def wait_until_resolved(cluster: ControlPlane, session: requests.Session, namesp
     streak = [0]
 
     def resolved() -> bool:
-        answers = [create(session, cluster, pod(f"probe-{uuid.uuid4().hex[:8]}", namespace, name))
-                   for name in expected]
+        answers = [
+            create(session, cluster, pod(f"probe-{uuid.uuid4().hex[:8]}", namespace, name))
+            for name in expected
+        ]
         unnamed = create(session, cluster, pod(f"probe-{uuid.uuid4().hex[:8]}", namespace))
-        ok = unnamed.allowed and unnamed.priority == default and all(
-            (answer.allowed and answer.priority == value) if value is not None
-            else (not answer.allowed and "no PriorityClass with name" in answer.message)
-            for answer, value in zip(answers, expected.values(), strict=True))
+        ok = (
+            unnamed.allowed
+            and unnamed.priority == default
+            and all(
+                (answer.allowed and answer.priority == value)
+                if value is not None
+                else (not answer.allowed and "no PriorityClass with name" in answer.message)
+                for answer, value in zip(answers, expected.values(), strict=True)
+            )
+        )
         streak[0] = streak[0] + 1 if ok else 0
         return streak[0] >= times
 
@@ -189,15 +238,33 @@ def wait_until_resolved(cluster: ControlPlane, session: requests.Session, namesp
 def make_certificates(out: Path, service: str = SERVICE, namespace: str = RELEASE_NAMESPACE) -> str:
     """`priority-webhook certs` into `out`; returns the caBundle it printed."""
     result = subprocess.run(
-        [sys.executable, "-m", "webhook", "certs", "--service", service, "--namespace", namespace,
-         "--out", str(out)], cwd=REPO, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "certs",
+            "--service",
+            service,
+            "--namespace",
+            namespace,
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return result.stdout.strip().splitlines()[-1]
 
 
 def chart_webhook_configurations(
-    server_url: str, ca_bundle: str, values: dict[str, Any] | None = None,
-    *, release: str = RELEASE, namespace: str = RELEASE_NAMESPACE,
+    server_url: str,
+    ca_bundle: str,
+    values: dict[str, Any] | None = None,
+    *,
+    release: str = RELEASE,
+    namespace: str = RELEASE_NAMESPACE,
 ) -> list[dict[str, Any]]:
     """The chart's webhook configurations, each `service` client config switched to `url` + caBundle."""
     with helm.Chart.load(CHART) as chart:
@@ -214,8 +281,9 @@ def admission_requests(server: WebhookServer, webhook: str | None = None) -> flo
     """Reviews the server has answered so far (all workers; one endpoint if `webhook` is mutate/validate)."""
     text = server.session.get(server.url + "/metrics", timeout=5).text
     total = 0.0
-    for labels, value in re.findall(r"^priority_webhook_admission_requests_total\{([^}]*)\} ([0-9.e+]+)$",
-                                    text, re.M):
+    for labels, value in re.findall(
+        r"^priority_webhook_admission_requests_total\{([^}]*)\} ([0-9.e+]+)$", text, re.M
+    ):
         if webhook is None or f'webhook="{webhook}"' in labels:
             total += float(value)
     return total
@@ -224,9 +292,11 @@ def admission_requests(server: WebhookServer, webhook: str | None = None) -> flo
 def metric(server: WebhookServer, name: str, labels: str = "") -> float:
     """The sum of the samples of metric `name` (all workers) whose labels contain `labels`."""
     text = server.session.get(server.url + "/metrics", timeout=5).text
-    return sum(float(value) for found, value in
-               re.findall(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$", text, re.M)
-               if labels in found)
+    return sum(
+        float(value)
+        for found, value in re.findall(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$", text, re.M)
+        if labels in found
+    )
 
 
 @dataclass
@@ -255,9 +325,12 @@ def wait_until_called(cluster: ControlPlane, server: WebhookServer, namespace: s
     before = admission_requests(server)
 
     def called() -> bool:
-        probe = {"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": f"probe-{uuid.uuid4().hex[:8]}", "namespace": namespace},
-                 "spec": {"containers": [{"name": "c", "image": IMAGE}]}}
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"probe-{uuid.uuid4().hex[:8]}", "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": IMAGE}]},
+        }
         cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False)
         return admission_requests(server) > before
 
@@ -265,14 +338,21 @@ def wait_until_called(cluster: ControlPlane, server: WebhookServer, namespace: s
 
 
 def _ready(server: WebhookServer) -> WebhookServer:
-    wait_for(lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-             timeout=60, interval=0.1, what="the webhook's class cache to sync")
+    wait_for(
+        lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+        timeout=60,
+        interval=0.1,
+        what="the webhook's class cache to sync",
+    )
     return server
 
 
 @contextmanager
 def registered_webhook(
-    cluster: ControlPlane, tmp_path: Path, *serve_args: str, values: dict[str, Any] | None = None,
+    cluster: ControlPlane,
+    tmp_path: Path,
+    *serve_args: str,
+    values: dict[str, Any] | None = None,
     workers: int | None = None,
 ) -> Iterator[RegisteredWebhook]:
     """Serve the webhook against `cluster` and register the chart's configurations; undo both on exit."""
@@ -287,8 +367,9 @@ def registered_webhook(
         server = _ready(stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir)))
 
         def restart() -> WebhookServer:
-            return _ready(stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir,
-                                                             port=server.port)))
+            return _ready(
+                stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir, port=server.port))
+            )
 
         # Rendered for this API server's version: the chart leaves out fields it does not know.
         configs = chart_webhook_configurations(
@@ -300,8 +381,13 @@ def registered_webhook(
             yield RegisteredWebhook(server, configs, ca_bundle, restart)
         finally:
             for config in configs:
-                cluster.kubectl("delete", config["kind"].lower(), config["metadata"]["name"],
-                                "--ignore-not-found", check=False)
+                cluster.kubectl(
+                    "delete",
+                    config["kind"].lower(),
+                    config["metadata"]["name"],
+                    "--ignore-not-found",
+                    check=False,
+                )
 
 
 # -- a second mutating webhook ---------------------------------------------------------------------------
@@ -327,8 +413,11 @@ def meddle(obj: dict[str, Any]) -> list[dict[str, Any]]:
         ops.append({"op": "add", "path": "/spec/priorityClassName", "value": wanted})
         drop = True
     if drop:
-        ops += [{"op": "remove", "path": f"/spec/{key}"} for key in ("priority", "preemptionPolicy")
-                if key in spec]
+        ops += [
+            {"op": "remove", "path": f"/spec/{key}"}
+            for key in ("priority", "preemptionPolicy")
+            if key in spec
+        ]
     labels = (obj.get("metadata") or {}).get("labels")
     if ADD_LABEL in annotations and (labels or {}).get("meddled") != "yes":
         ops.append({"op": "add", "path": "/metadata/labels", "value": {**(labels or {}), "meddled": "yes"}})
@@ -346,17 +435,30 @@ class Meddler:
     def configuration(self, namespace: str, name: str = "zz-e2e-meddler") -> dict[str, Any]:
         """Registered under a name that sorts after the chart's, so it runs after our webhook."""
         return {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": name},
-            "webhooks": [{
-                "name": "meddler.e2e.priority-webhook.io", "admissionReviewVersions": ["v1"],
-                "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
-                "reinvocationPolicy": "IfNeeded",
-                "clientConfig": {"url": self.url + "/mutate", "caBundle": self.ca_bundle},
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                           "operations": ["CREATE"], "scope": "Namespaced"}],
-            }],
+            "webhooks": [
+                {
+                    "name": "meddler.e2e.priority-webhook.io",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "timeoutSeconds": 5,
+                    "reinvocationPolicy": "IfNeeded",
+                    "clientConfig": {"url": self.url + "/mutate", "caBundle": self.ca_bundle},
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "resources": ["pods"],
+                            "operations": ["CREATE"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                }
+            ],
         }
 
     def calls_for(self, name: str) -> list[bool]:
@@ -389,8 +491,9 @@ def meddler(tmp_path: Path) -> Iterator[Meddler]:
             if ops:
                 response["patchType"] = "JSONPatch"
                 response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
-            body = json.dumps({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
-                               "response": response}).encode()
+            body = json.dumps(
+                {"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -20,7 +20,9 @@ CLASSES = ClassSet(
     ]
 )
 CLASSES_YAML = "".join(
-    "---\n" + json.dumps(pc.to_object()) + "\n" for pc in CLASSES.values() if not pc.name.startswith("system-")
+    "---\n" + json.dumps(pc.to_object()) + "\n"
+    for pc in CLASSES.values()
+    if not pc.name.startswith("system-")
 )
 # A one-line error that echoes a whole huge input is not "clear"; the longest legitimate line is a denial
 # quoting a long class name (upstream echoes it too), so this bound only catches dumps of whole documents.

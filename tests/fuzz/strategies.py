@@ -21,9 +21,27 @@ QUANTITIES = ["100m", "1", "1Gi", "1e3", "0.5", "2Ki", "-1", "1.5.5", "Gi", "1QQ
 NAMESPACES = ["default", "kube-system", "shop", ""]
 
 # Hostile leaves: boundaries of int32/int64, floats, odd strings.
-special_ints = st.sampled_from([0, -1, 2**31 - 1, 2**31, -(2**31) - 1, 2**63, 10**40, 1_000_000_001, 2000001000])
+special_ints = st.sampled_from(
+    [0, -1, 2**31 - 1, 2**31, -(2**31) - 1, 2**63, 10**40, 1_000_000_001, 2000001000]
+)
 special_strings = st.sampled_from(
-    ["", " ", "\n", "a\nb", "\x00", "\ud7ff", "é", "🚀", "system-", "-" * 300, "{", "null", "true", "1e3", "💥\r\n"]
+    [
+        "",
+        " ",
+        "\n",
+        "a\nb",
+        "\x00",
+        "\ud7ff",
+        "é",
+        "🚀",
+        "system-",
+        "-" * 300,
+        "{",
+        "null",
+        "true",
+        "1e3",
+        "💥\r\n",
+    ]
 )
 long_key = "k" * 5000
 hostile_keys = st.text(max_size=10) | special_strings | st.just(long_key)
@@ -40,7 +58,9 @@ scalars = (
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -75,14 +95,20 @@ hostile_values = st.sampled_from(["json"] * 8 + ["huge", "deep"]).flatmap(_HOSTI
 resources = st.fixed_dictionaries(
     {},
     optional={
-        "requests": st.dictionaries(st.sampled_from(["cpu", "memory", "pods", "example.com/gpu"]),
-                                    st.sampled_from(QUANTITIES), max_size=3),
-        "limits": st.dictionaries(st.sampled_from(["cpu", "memory"]), st.sampled_from(QUANTITIES), max_size=2),
+        "requests": st.dictionaries(
+            st.sampled_from(["cpu", "memory", "pods", "example.com/gpu"]),
+            st.sampled_from(QUANTITIES),
+            max_size=3,
+        ),
+        "limits": st.dictionaries(
+            st.sampled_from(["cpu", "memory"]), st.sampled_from(QUANTITIES), max_size=2
+        ),
     },
 )
 containers = st.lists(
-    st.fixed_dictionaries({"name": st.sampled_from(["c", "d"]), "image": st.just("nginx")},
-                          optional={"resources": resources}),
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["c", "d"]), "image": st.just("nginx")}, optional={"resources": resources}
+    ),
     min_size=1,
     max_size=2,
 )
@@ -91,7 +117,11 @@ metadata = st.fixed_dictionaries(
     optional={
         "namespace": st.sampled_from(NAMESPACES),
         "annotations": st.sampled_from(
-            [{}, {"scheduler.alpha.kubernetes.io/critical-pod": ""}, {"scheduler.alpha.kubernetes.io/critical-pod": "x"}]
+            [
+                {},
+                {"scheduler.alpha.kubernetes.io/critical-pod": ""},
+                {"scheduler.alpha.kubernetes.io/critical-pod": "x"},
+            ]
         )
         | st.dictionaries(hostile_keys, scalars, max_size=2),
         "uid": st.uuids().map(str),
@@ -248,10 +278,10 @@ YAML_ODDITIES = [
     # broken syntax
     "kind: Pod\n  bad indent: [\n",
     "\t kind: Pod\n",
-    "{\"kind\": \"Pod\",}",
+    '{"kind": "Pod",}',
     "[1, 2",
-    "{\"kind\": \"Pod\", \"spec\": {\"priority\": NaN}}",
-    "{\"kind\": \"Pod\", \"spec\": {\"priority\": 1e400}}",
+    '{"kind": "Pod", "spec": {"priority": NaN}}',
+    '{"kind": "Pod", "spec": {"priority": 1e400}}',
     "\ufeffkind: Pod\nmetadata: {name: bom}\n",
 ]
 
@@ -282,7 +312,9 @@ def document_bytes(draw: st.DrawFn, docs: st.SearchStrategy[Any]) -> bytes:
         return "---\n".join(to_text(d, "yaml") for d in items).encode()
     if choice == "list":
         items = draw(st.lists(docs, max_size=3))
-        return to_text({"apiVersion": "v1", "kind": "List", "items": items}, draw(st.sampled_from(["json", "yaml"]))).encode()
+        return to_text(
+            {"apiVersion": "v1", "kind": "List", "items": items}, draw(st.sampled_from(["json", "yaml"]))
+        ).encode()
     text = to_text(draw(docs), draw(st.sampled_from(["json", "yaml"])))
     if choice == "truncated" and len(text) > 1:
         text = text[: draw(st.integers(1, len(text) - 1))]
@@ -295,16 +327,26 @@ nodes = st.fixed_dictionaries(
     {
         "apiVersion": st.just("v1"),
         "kind": st.just("Node"),
-        "metadata": st.fixed_dictionaries({"name": st.sampled_from(["node-1", "node-2"])},
-                                          optional={"labels": st.just({"zone": "a"})}),
+        "metadata": st.fixed_dictionaries(
+            {"name": st.sampled_from(["node-1", "node-2"])}, optional={"labels": st.just({"zone": "a"})}
+        ),
         "status": st.fixed_dictionaries(
-            {"allocatable": st.fixed_dictionaries({"cpu": st.sampled_from(["2", "500m", "1", *QUANTITIES]),
-                                                   "memory": st.sampled_from(["1Gi", "4Gi", "100Mi"]),
-                                                   "pods": st.sampled_from(["110", "2", "0"])})},
+            {
+                "allocatable": st.fixed_dictionaries(
+                    {
+                        "cpu": st.sampled_from(["2", "500m", "1", *QUANTITIES]),
+                        "memory": st.sampled_from(["1Gi", "4Gi", "100Mi"]),
+                        "pods": st.sampled_from(["110", "2", "0"]),
+                    }
+                )
+            },
         ),
     },
-    optional={"spec": st.sampled_from([{}, {"unschedulable": True},
-                                       {"taints": [{"key": "k", "effect": "NoSchedule"}]}])},
+    optional={
+        "spec": st.sampled_from(
+            [{}, {"unschedulable": True}, {"taints": [{"key": "k", "effect": "NoSchedule"}]}]
+        )
+    },
 )
 
 
@@ -326,8 +368,10 @@ pdbs = st.fixed_dictionaries(
         "apiVersion": st.just("policy/v1"),
         "kind": st.just("PodDisruptionBudget"),
         "metadata": st.fixed_dictionaries({"name": st.just("guard"), "namespace": st.just("default")}),
-        "spec": st.fixed_dictionaries({"selector": st.just({"matchLabels": {"app": "web"}})},
-                                      optional={"minAvailable": st.sampled_from([1, "50%", 0])}),
+        "spec": st.fixed_dictionaries(
+            {"selector": st.just({"matchLabels": {"app": "web"}})},
+            optional={"minAvailable": st.sampled_from([1, "50%", 0])},
+        ),
     },
     optional={"status": st.fixed_dictionaries({"disruptionsAllowed": st.integers(-1, 2)})},
 )

@@ -45,8 +45,16 @@ def check(command: str, argv: list[str], fmt: str, keys: set[str], admitted: str
 
 
 def check_victims(files, node: bytes, pods: bytes, pod: bytes, order: str, fmt: str) -> None:
-    argv = ["--node", files("node", node), "--pods", files("pods", pods), "--pod", files("pod", pod),
-            "--order", order]
+    argv = [
+        "--node",
+        files("node", node),
+        "--pods",
+        files("pods", pods),
+        "--pod",
+        files("pod", pod),
+        "--order",
+        order,
+    ]
     check("victims", argv, fmt, VICTIMS_KEYS, "admit")
 
 
@@ -55,8 +63,13 @@ def check_plan(files, cluster: bytes, pod: bytes, explain: bool, fmt: str) -> No
     check("plan", argv + (["--explain"] if explain else []), fmt, PLAN_KEYS, "node")
 
 
-victims_args = {"node": node_files, "pods": pods_files, "pod": pod_files,
-                "order": st.sampled_from(["qos", "priority"]), "fmt": formats}
+victims_args = {
+    "node": node_files,
+    "pods": pods_files,
+    "pod": pod_files,
+    "order": st.sampled_from(["qos", "priority"]),
+    "fmt": formats,
+}
 plan_args = {"cluster": cluster_files, "pod": pod_files, "explain": st.booleans(), "fmt": formats}
 
 

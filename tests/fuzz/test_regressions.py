@@ -17,8 +17,13 @@ def pod_review(obj):
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
-        "request": {"uid": "u", "resource": {"group": "", "version": "v1", "resource": "pods"},
-                    "operation": "CREATE", "namespace": "default", "object": obj},
+        "request": {
+            "uid": "u",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": "default",
+            "object": obj,
+        },
     }
 
 
@@ -49,12 +54,24 @@ BILLION_LAUGHS = strategies.YAML_ODDITIES[1]
         # used to build a self-referencing document
         ("&r [*r]\n", f"f: nested too deeply (over {MAX_DEPTH} levels)"),
         # used to keep the last of two values silently
-        ("kind: Pod\nkind: PriorityClass\n", "f: not valid YAML or JSON: mapping key 'kind' already defined (line 2, column 1)"),
-        ('{"kind": "Pod", "kind": "PriorityClass"}', "f: not valid YAML or JSON: mapping key 'kind' already defined"),
+        (
+            "kind: Pod\nkind: PriorityClass\n",
+            "f: not valid YAML or JSON: mapping key 'kind' already defined (line 2, column 1)",
+        ),
+        (
+            '{"kind": "Pod", "kind": "PriorityClass"}',
+            "f: not valid YAML or JSON: mapping key 'kind' already defined",
+        ),
         # used to give only PyYAML's context line ("while scanning for the next token")
-        ("\tkind: Pod\n", "f: not valid YAML or JSON: found character '\\t' that cannot start any token (line 1, column 1)"),
+        (
+            "\tkind: Pod\n",
+            "f: not valid YAML or JSON: found character '\\t' that cannot start any token (line 1, column 1)",
+        ),
         # used to pass and overflow the stack later (copying the object to apply the patch)
-        ('{"kind": "Pod", "spec": ' + "[" * 500 + "]" * 500 + "}", f"f: nested too deeply (over {MAX_DEPTH} levels)"),
+        (
+            '{"kind": "Pod", "spec": ' + "[" * 500 + "]" * 500 + "}",
+            f"f: nested too deeply (over {MAX_DEPTH} levels)",
+        ),
     ],
 )
 def test_documents_refuse_what_kubectl_refuses(text, error):
@@ -146,8 +163,17 @@ def test_errors_with_line_breaks_from_the_input_are_quoted(tmp_path):
 def test_plan_names_a_pod_status_that_is_not_an_object(tmp_path):
     # used to crash with a traceback (InvalidObject escaping from the terminal-phase check)
     cluster = tmp_path / "cluster.json"
-    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "default"},
-                                   "spec": {"containers": [], "nodeName": "node-1"}, "status": []}))
+    cluster.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a", "namespace": "default"},
+                "spec": {"containers": [], "nodeName": "node-1"},
+                "status": [],
+            }
+        )
+    )
     pod = tmp_path / "pod.json"
     pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}))
     outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
@@ -155,8 +181,12 @@ def test_plan_names_a_pod_status_that_is_not_an_object(tmp_path):
     assert outcome.err.rstrip("\n").endswith("status: must be an object")
 
 
-NODE_FIELDS = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2"},
-               "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "110"}}}
+NODE_FIELDS = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "node-2"},
+    "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "110"}},
+}
 
 
 @pytest.mark.parametrize(
@@ -189,7 +219,9 @@ def test_plan_checks_node_specs_when_reading_the_snapshot(tmp_path, spec, error)
 )
 def test_plan_checks_the_pending_pod_before_planning(tmp_path, spec, error):
     cluster = tmp_path / "cluster.json"
-    cluster.write_text(json.dumps({**NODE_FIELDS, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}))
+    cluster.write_text(
+        json.dumps({**NODE_FIELDS, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}})
+    )
     pod = tmp_path / "pod.json"
     pod.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}))
     outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])

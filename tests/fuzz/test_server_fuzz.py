@@ -34,7 +34,7 @@ raw_junk = st.sampled_from(
         b'{"apiVersion": NaN}',
         b'{"request": {"uid": Infinity}}',
         b"\x00" * 64,
-        "{\"uid\": \"\ud800\"}".encode("utf-8", "surrogatepass"),
+        '{"uid": "\ud800"}'.encode("utf-8", "surrogatepass"),
     ]
 )
 
@@ -49,7 +49,9 @@ bodies = (
     | raw_junk
     | strategies.admission_reviews.map(_dumps).flatmap(lambda b: st.integers(0, len(b)).map(lambda n: b[:n]))
 )
-content_types = st.sampled_from([JSON] * 6 + ["application/json; charset=utf-8", "text/plain", "", "application/yaml"])
+content_types = st.sampled_from(
+    [JSON] * 6 + ["application/json; charset=utf-8", "text/plain", "", "application/yaml"]
+)
 endpoints = st.sampled_from(["/mutate"] * 5 + ["/validate"] * 5 + ["/healthz", "/nope"])
 methods = st.sampled_from(["POST"] * 12 + ["GET", "PUT"])
 
@@ -88,4 +90,3 @@ def test_server_sample(server, method, path, content_type, body):
 @given(method=methods, path=endpoints, content_type=content_types, body=bodies)
 def test_server_fuzz(server, method, path, content_type, body):
     check(server, method, path, content_type, body)
-

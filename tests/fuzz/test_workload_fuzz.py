@@ -25,8 +25,11 @@ def workloads_of_valid_shape(draw: st.DrawFn) -> dict[str, Any]:
     template = {"metadata": {k: v for k, v in pod["metadata"].items() if k == "annotations"}}
     if "spec" in pod:
         template["spec"] = pod["spec"]
-    base = {"apiVersion": f"{group}/v1" if group else "v1", "kind": kind,
-            "metadata": {k: v for k, v in pod["metadata"].items() if k in ("name", "namespace")}}
+    base = {
+        "apiVersion": f"{group}/v1" if group else "v1",
+        "kind": kind,
+        "metadata": {k: v for k, v in pod["metadata"].items() if k in ("name", "namespace")},
+    }
     return with_template(base, kind, template)
 
 
@@ -37,10 +40,18 @@ def as_review(obj: Any, operation: str) -> dict[str, Any]:
     kind = obj.get("kind") if isinstance(obj, dict) else None
     kind = kind if isinstance(kind, str) and kind in WORKLOADS else "Deployment"
     group, resource, _ = WORKLOADS[kind]
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "resource": {"group": group, "version": "v1", "resource": resource},
-        "operation": operation, "namespace": "shop", "object": obj,
-        "oldObject": obj if operation == "UPDATE" else None}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "resource": {"group": group, "version": "v1", "resource": resource},
+            "operation": operation,
+            "namespace": "shop",
+            "object": obj,
+            "oldObject": obj if operation == "UPDATE" else None,
+        },
+    }
 
 
 def check_handler(obj: Any, operation: str, stage: Stage) -> None:

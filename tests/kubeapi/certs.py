@@ -27,10 +27,20 @@ def write_api_certificates(directory: Path, user: str = "priority-webhook") -> A
     ca = tls.create_ca("test-kubeapi CA", days=1)
     server = tls.create_serving_cert(ca, ["127.0.0.1", "localhost"], days=1)
     client = tls.create_client_cert(ca, user)
-    paths = ApiCertificates(directory, directory / "ca.crt", directory / "apiserver.crt",
-                            directory / "apiserver.key", directory / "client.crt", directory / "client.key")
-    for path, data in ((paths.ca, ca.cert_pem()), (paths.server_cert, server.cert_pem()),
-                       (paths.server_key, server.key_pem()), (paths.client_cert, client.cert_pem()),
-                       (paths.client_key, client.key_pem())):
+    paths = ApiCertificates(
+        directory,
+        directory / "ca.crt",
+        directory / "apiserver.crt",
+        directory / "apiserver.key",
+        directory / "client.crt",
+        directory / "client.key",
+    )
+    for path, data in (
+        (paths.ca, ca.cert_pem()),
+        (paths.server_cert, server.cert_pem()),
+        (paths.server_key, server.key_pem()),
+        (paths.client_cert, client.cert_pem()),
+        (paths.client_key, client.key_pem()),
+    ):
         tls.write_file(path, data, 0o600)
     return paths

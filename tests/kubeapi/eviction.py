@@ -28,7 +28,9 @@ from tests.kubeapi import ApiError, KubeAPIServer, Request
 from webhook.preemption.cluster.pdb import InvalidPdb, parse_selector
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
-MULTIPLE_PDBS_MESSAGE = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+MULTIPLE_PDBS_MESSAGE = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+)
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ def _evict(request: Request, recorder: EvictionRecorder) -> tuple[int, Any]:
     api, body = request.server, request.body
     fault = recorder._take_fault()
     if fault is not None:
-        raise ApiError(fault, "InternalError" if fault >= 500 else "TooManyRequests", f"injected fault: {fault}")
+        raise ApiError(
+            fault, "InternalError" if fault >= 500 else "TooManyRequests", f"injected fault: {fault}"
+        )
     if not isinstance(body, dict) or body.get("kind") != "Eviction":
         raise ApiError(400, "BadRequest", "the body of the request must be an Eviction")
     if (body.get("metadata") or {}).get("name") != request.name:
@@ -96,12 +100,17 @@ def _evict(request: Request, recorder: EvictionRecorder) -> tuple[int, Any]:
     preconditions = options.get("preconditions") or {}
     wanted_uid = preconditions.get("uid")
     if wanted_uid and wanted_uid != pod["metadata"]["uid"]:
-        raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {wanted_uid}, "
-                       f"UID in object meta: {pod['metadata']['uid']}")
+        raise ApiError(
+            409,
+            "Conflict",
+            f"Precondition failed: UID in precondition: {wanted_uid}, "
+            f"UID in object meta: {pod['metadata']['uid']}",
+        )
     if not _can_ignore_pdb(pod):
         _consume_budget(api, pod)
-    api.storage.delete(request.resource, request.namespace, request.name,
-                       options.get("gracePeriodSeconds"), preconditions)
+    api.storage.delete(
+        request.resource, request.namespace, request.name, options.get("gracePeriodSeconds"), preconditions
+    )
     return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
 
@@ -134,11 +143,20 @@ def _consume_budget(api: KubeAPIServer, pod: dict[str, Any]) -> None:
     if allowed <= 0:
         healthy = int(status.get("currentHealthy") or 0)
         desired = int(status.get("desiredHealthy") or 0)
-        raise ApiError(429, "TooManyRequests", PDB_MESSAGE, {"causes": [{
-            "reason": "DisruptionBudget",
-            "message": f"The disruption budget {pdb['metadata']['name']} needs {desired} healthy pods and has "
-                       f"{healthy} currently",
-        }]})
+        raise ApiError(
+            429,
+            "TooManyRequests",
+            PDB_MESSAGE,
+            {
+                "causes": [
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": f"The disruption budget {pdb['metadata']['name']} needs {desired} healthy pods and has "
+                        f"{healthy} currently",
+                    }
+                ]
+            },
+        )
     status["disruptionsAllowed"] = allowed - 1
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status.setdefault("disruptedPods", {})[pod["metadata"]["name"]] = now

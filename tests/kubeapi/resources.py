@@ -50,8 +50,13 @@ def _default_pod(obj: dict[str, Any]) -> None:
 
 
 DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
-    ResourceType("priorityclasses", "PriorityClass", "scheduling.k8s.io", namespaced=False,
-                 defaulter=_default_priority_class),
+    ResourceType(
+        "priorityclasses",
+        "PriorityClass",
+        "scheduling.k8s.io",
+        namespaced=False,
+        defaulter=_default_priority_class,
+    ),
     ResourceType("pods", "Pod", defaulter=_default_pod),
     ResourceType("nodes", "Node", namespaced=False),
     ResourceType("namespaces", "Namespace", namespaced=False),

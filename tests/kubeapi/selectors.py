@@ -70,7 +70,7 @@ def parse_field_selector(selector: str | None) -> Predicate:
         for op, negate in (("!=", True), ("==", False), ("=", False)):
             index = term.find(op)
             if index > 0:
-                path, value = term[:index], term[index + len(op):]
+                path, value = term[:index], term[index + len(op) :]
                 terms.append((path.strip(), _unescape(value), negate))
                 break
         else:

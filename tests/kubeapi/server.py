@@ -88,11 +88,19 @@ class _Route:
 class KubeAPIServer:
     """The test API server. Use as a context manager, or call `start()` / `stop()`."""
 
-    def __init__(self, *, resources: tuple[ResourceType, ...] = DEFAULT_RESOURCES,
-                 system_priority_classes: bool = True, token: str | None = None,
-                 bookmark_interval: float = 1.0, default_watch_timeout: float = 1800.0,
-                 gone_as_http: bool = False, graceful_pods: bool = False, tls: bool = False,
-                 client_certificates: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        resources: tuple[ResourceType, ...] = DEFAULT_RESOURCES,
+        system_priority_classes: bool = True,
+        token: str | None = None,
+        bookmark_interval: float = 1.0,
+        default_watch_timeout: float = 1800.0,
+        gone_as_http: bool = False,
+        graceful_pods: bool = False,
+        tls: bool = False,
+        client_certificates: bool = False,
+    ) -> None:
         self.storage = Storage(graceful_pods=graceful_pods)
         # TLS mode: HTTPS with a private CA; with client_certificates, a client certificate signed by that
         # CA is required (x509 client authentication), and the kubeconfig carries it.
@@ -139,11 +147,13 @@ class KubeAPIServer:
                 context.verify_mode = ssl.CERT_REQUIRED
                 context.load_verify_locations(certs.ca)
             # The handshake happens in the handler thread, not in the accept loop.
-            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
-                                                     do_handshake_on_connect=False)
+            self._httpd.socket = context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="kubeapi",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="kubeapi", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -217,15 +227,19 @@ class KubeAPIServer:
     def register_resource(self, rt: ResourceType) -> None:
         self._resources[(rt.group, rt.version, rt.plural)] = rt
 
-    def register_subresource(self, plural: str, subresource: str, method: str,
-                             handler: SubresourceHandler, *, group: str = "") -> None:
+    def register_subresource(
+        self, plural: str, subresource: str, method: str, handler: SubresourceHandler, *, group: str = ""
+    ) -> None:
         """Serve `METHOD .../<plural>/<name>/<subresource>` with `handler(Request) -> (status, body)`."""
         self._subresources[(group, plural, subresource, method.upper())] = handler
 
     def resource(self, plural: str, group: str | None = None) -> ResourceType:
         """Look a resource up by plural (and group where the plural is ambiguous, like `events`)."""
-        found = [rt for rt in self._resources.values()
-                 if rt.plural == plural and (group is None or rt.group == group)]
+        found = [
+            rt
+            for rt in self._resources.values()
+            if rt.plural == plural and (group is None or rt.group == group)
+        ]
         if not found:
             raise KeyError(f"unknown resource {plural!r}")
         if len(found) > 1:  # the core group wins for an ambiguous plural, as kubectl resolves `events`
@@ -239,8 +253,9 @@ class KubeAPIServer:
     def update(self, plural: str, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         return self.storage.update(self.resource(plural), obj, namespace)
 
-    def delete(self, plural: str, name: str, namespace: str = "", grace_period: int | None = None
-               ) -> dict[str, Any]:
+    def delete(
+        self, plural: str, name: str, namespace: str = "", grace_period: int | None = None
+    ) -> dict[str, Any]:
         return self.storage.delete(self.resource(plural), namespace, name, grace_period)
 
     def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
@@ -253,16 +268,18 @@ class KubeAPIServer:
         return self.storage.list(self.resource(plural), namespace)[0]
 
     # -- fault hooks ----------------------------------------------------------------------------------
-    def fail_next(self, count: int, status: int = 500,
-                  match: Callable[[RequestRecord], bool] | None = None) -> None:
+    def fail_next(
+        self, count: int, status: int = 500, match: Callable[[RequestRecord], bool] | None = None
+    ) -> None:
         """The next `count` requests (those for which `match(record)` holds: method, path, query, watch)
         get `status` with a Status body; `fail_next(0)` clears."""
         with self._lock:
             self._faults.fail_count, self._faults.fail_status, self._faults.fail_match = count, status, match
 
     @contextlib.contextmanager
-    def failing(self, status: int = 500, match: Callable[[RequestRecord], bool] | None = None
-                ) -> Iterator[None]:
+    def failing(
+        self, status: int = 500, match: Callable[[RequestRecord], bool] | None = None
+    ) -> Iterator[None]:
         """Every request (matching `match`) fails with `status` inside the block."""
         self.fail_next(1 << 30, status, match)
         try:
@@ -324,8 +341,11 @@ class KubeAPIServer:
         return sum(1 for r in list(self.requests) if r.watch and (path is None or r.path == path))
 
     def list_count(self, path: str | None = None) -> int:
-        return sum(1 for r in list(self.requests)
-                   if r.method == "GET" and not r.watch and (path is None or r.path == path))
+        return sum(
+            1
+            for r in list(self.requests)
+            if r.method == "GET" and not r.watch and (path is None or r.path == path)
+        )
 
     # -- used by the handler --------------------------------------------------------------------------
     def _take_fault(self, record: RequestRecord) -> int | None:
@@ -366,7 +386,9 @@ class KubeAPIServer:
         return _Route(rt, namespace, name, sub)
 
     def _subresource(self, route: _Route, method: str) -> SubresourceHandler | None:
-        return self._subresources.get((route.resource.group, route.resource.plural, route.subresource, method))
+        return self._subresources.get(
+            (route.resource.group, route.resource.plural, route.subresource, method)
+        )
 
     def _track(self, watch: _Watch, active: bool) -> None:
         with self._lock:
@@ -498,8 +520,15 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 predicate = _selector(query)
                 items, revision = storage.list(rt, route.namespace or None, predicate)
-                self._send_json(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                                      "metadata": {"resourceVersion": str(revision)}, "items": items})
+                self._send_json(
+                    200,
+                    {
+                        "kind": f"{rt.kind}List",
+                        "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(revision)},
+                        "items": items,
+                    },
+                )
                 return 200
             if method == "POST":
                 self._require_object(body)
@@ -521,8 +550,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "DELETE":
             options = body if isinstance(body, dict) else {}
             grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
-            deleted = storage.delete(rt, route.namespace, route.name,
-                                     None if grace in (None, "") else int(grace), options.get("preconditions"))
+            deleted = storage.delete(
+                rt,
+                route.namespace,
+                route.name,
+                None if grace in (None, "") else int(grace),
+                options.get("preconditions"),
+            )
             self._send_json(200, deleted)
         else:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
@@ -537,8 +571,17 @@ class _Handler(BaseHTTPRequestHandler):
         handler = self.api._subresource(route, method)
         if handler is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        request = Request(self.api, method, route.resource, route.namespace, route.name, route.subresource,
-                          query, dict(self.headers.items()), body)
+        request = Request(
+            self.api,
+            method,
+            route.resource,
+            route.namespace,
+            route.name,
+            route.subresource,
+            query,
+            dict(self.headers.items()),
+            body,
+        )
         status, answer = handler(request)
         self._send_json(status, answer)
         return status
@@ -579,8 +622,15 @@ class _Handler(BaseHTTPRequestHandler):
             api._track(watch, False)
         return 200
 
-    def _stream(self, watch: _Watch, route: _Route, predicate: Callable[[dict[str, Any]], bool],
-                revision: int, timeout: float, bookmarks: bool) -> None:
+    def _stream(
+        self,
+        watch: _Watch,
+        route: _Route,
+        predicate: Callable[[dict[str, Any]], bool],
+        revision: int,
+        timeout: float,
+        bookmarks: bool,
+    ) -> None:
         storage, api, rt = self.api.storage, self.api, route.resource
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + api.bookmark_interval
@@ -592,16 +642,23 @@ class _Handler(BaseHTTPRequestHandler):
                         return  # no terminating chunk: the client sees the stream break
                     now = time.monotonic()
                     if not api._stalled and (
-                        watch.expire or now >= deadline or storage.revision > revision
+                        watch.expire
+                        or now >= deadline
+                        or storage.revision > revision
                         or (bookmarks and now >= next_bookmark)
                     ):
                         break
                     wake = min(deadline, next_bookmark if bookmarks else deadline)
                     storage.changed.wait(max(0.0, min(wake - now, 0.5)))
                 if watch.expire:
-                    self._chunk({"type": "ERROR", "object": ApiError(
-                        410, "Expired", f"too old resource version: {revision} ({storage.compacted})"
-                    ).status()})
+                    self._chunk(
+                        {
+                            "type": "ERROR",
+                            "object": ApiError(
+                                410, "Expired", f"too old resource version: {revision} ({storage.compacted})"
+                            ).status(),
+                        }
+                    )
                     self._end_stream()
                     return
                 try:
@@ -617,9 +674,16 @@ class _Handler(BaseHTTPRequestHandler):
             revision = head
             now = time.monotonic()
             if bookmarks and now >= next_bookmark:
-                self._chunk({"type": "BOOKMARK", "object": {
-                    "kind": rt.kind, "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(revision)}}})
+                self._chunk(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {
+                            "kind": rt.kind,
+                            "apiVersion": rt.api_version,
+                            "metadata": {"resourceVersion": str(revision)},
+                        },
+                    }
+                )
                 next_bookmark = now + api.bookmark_interval
             if now >= deadline:
                 self._end_stream()
@@ -657,8 +721,9 @@ def _selector(query: dict[str, str]) -> Callable[[dict[str, Any]], bool]:
     return lambda obj: fields(obj) and labels(obj)
 
 
-def _convert(event: StoredEvent, namespace: str, predicate: Callable[[dict[str, Any]], bool]
-             ) -> dict[str, Any] | None:
+def _convert(
+    event: StoredEvent, namespace: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
     """The cacher's filtering: an object entering the selector is ADDED, leaving it is DELETED.
 
     A DELETED for an object that left the selector carries its previous content with the event's

@@ -56,8 +56,12 @@ class ApiError(Exception):
 
 def not_found(rt: ResourceType, name: str) -> ApiError:
     resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-    return ApiError(404, "NotFound", f'{resource} "{name}" not found',
-                    {"name": name, "group": rt.group, "kind": rt.plural})
+    return ApiError(
+        404,
+        "NotFound",
+        f'{resource} "{name}" not found',
+        {"name": name, "group": rt.group, "kind": rt.plural},
+    )
 
 
 def too_old(requested: int, oldest: int) -> ApiError:
@@ -110,14 +114,19 @@ class Storage:
                 raise not_found(rt, name)
             return copy.deepcopy(obj)
 
-    def list(self, rt: ResourceType, namespace: str | None = None,
-             predicate: Callable[[dict[str, Any]], bool] | None = None) -> tuple[list[dict[str, Any]], int]:
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        predicate: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
         """Matching objects (sorted by namespace/name, as etcd keys are) and the current revision."""
         with self.changed:
             items = [
                 copy.deepcopy(obj)
                 for key, obj in sorted(self._objects.items())
-                if key[:2] == _rt_key(rt) and (not namespace or key[2] == namespace)
+                if key[:2] == _rt_key(rt)
+                and (not namespace or key[2] == namespace)
                 and (predicate is None or predicate(obj))
             ]
             return items, self._revision
@@ -138,9 +147,11 @@ class Storage:
         if rt.namespaced:
             namespace = namespace or meta.get("namespace") or "default"
             if meta.get("namespace") and meta["namespace"] != namespace:
-                raise ApiError(400, "BadRequest",
-                               "the namespace of the provided object does not match the namespace sent on "
-                               "the request")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -148,8 +159,11 @@ class Storage:
             if meta.get("generateName"):
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             else:
-                raise ApiError(422, "Invalid", f"{rt.kind}: metadata.name: Required value: name or "
-                               "generateName is required")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f"{rt.kind}: metadata.name: Required value: name or generateName is required",
+                )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         if rt.defaulter:
             rt.defaulter(obj)
@@ -157,8 +171,12 @@ class Storage:
             key = self._key(rt, meta.get("namespace", ""), meta["name"])
             if key in self._objects:
                 resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-                raise ApiError(409, "AlreadyExists", f'{resource} "{meta["name"]}" already exists',
-                               {"name": meta["name"], "group": rt.group, "kind": rt.plural})
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource} "{meta["name"]}" already exists',
+                    {"name": meta["name"], "group": rt.group, "kind": rt.plural},
+                )
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = _now()
             meta.pop("deletionTimestamp", None)
@@ -178,13 +196,19 @@ class Storage:
             wanted = meta.get("resourceVersion")
             if wanted and wanted != old["metadata"]["resourceVersion"]:
                 resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": the '
-                               "object has been modified; please apply your changes to the latest version "
-                               "and try again", {"name": name, "group": rt.group, "kind": rt.plural})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource} "{name}": the '
+                    "object has been modified; please apply your changes to the latest version "
+                    "and try again",
+                    {"name": name, "group": rt.group, "kind": rt.plural},
+                )
             return self._replace(rt, key, old, obj)
 
-    def mutate(self, rt: ResourceType, namespace: str, name: str,
-               change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    def mutate(
+        self, rt: ResourceType, namespace: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         """Read-modify-write under the lock (PATCH): `change` gets a copy and returns the new object."""
         with self.changed:
             key = self._key(rt, namespace, name)
@@ -193,8 +217,14 @@ class Storage:
                 raise not_found(rt, name)
             return self._replace(rt, key, old, change(copy.deepcopy(old)))
 
-    def delete(self, rt: ResourceType, namespace: str, name: str,
-               grace_period: int | None = None, preconditions: dict[str, Any] | None = None) -> dict[str, Any]:
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        grace_period: int | None = None,
+        preconditions: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         with self.changed:
             key = self._key(rt, namespace, name)
             old = self._objects.get(key)
@@ -226,7 +256,9 @@ class Storage:
     def _key(rt: ResourceType, namespace: str | None, name: str) -> Key:
         return (rt.group, rt.plural, namespace or "" if rt.namespaced else "", name)
 
-    def _replace(self, rt: ResourceType, key: Key, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    def _replace(
+        self, rt: ResourceType, key: Key, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
         meta = new.setdefault("metadata", {})
         for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
             if field in old["metadata"]:
@@ -239,14 +271,17 @@ class Storage:
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         if rt.defaulter:
             rt.defaulter(new)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and (
-            old["metadata"].get("finalizers") or not self._graceful_pod(rt, old, None)
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and (old["metadata"].get("finalizers") or not self._graceful_pod(rt, old, None))
         ):
             return self._write(rt, key, "DELETED", new, old)
         return self._write(rt, key, "MODIFIED", new, old)
 
-    def _write(self, rt: ResourceType, key: Key, kind: str, obj: dict[str, Any],
-               previous: dict[str, Any] | None) -> dict[str, Any]:
+    def _write(
+        self, rt: ResourceType, key: Key, kind: str, obj: dict[str, Any], previous: dict[str, Any] | None
+    ) -> dict[str, Any]:
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)
         if kind == "DELETED":
@@ -278,9 +313,13 @@ class Storage:
         for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
             wanted = preconditions.get(field)
             if wanted and wanted != meta.get(field):
-                raise ApiError(409, "Conflict", f"Precondition failed: {label} in precondition: {wanted}, "
-                               f"{label} in object meta: {meta.get(field)}",
-                               {"name": meta["name"], "group": rt.group, "kind": rt.plural})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: {label} in precondition: {wanted}, "
+                    f"{label} in object meta: {meta.get(field)}",
+                    {"name": meta["name"], "group": rt.group, "kind": rt.plural},
+                )
 
     def snapshot(self) -> Iterator[dict[str, Any]]:
         """Every stored object (a copy), for debugging and assertions."""

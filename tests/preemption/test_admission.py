@@ -45,8 +45,14 @@ def test_a_critical_pod_is_admitted_after_preemption():
     assert [r.reason for r in got.reasons] == ["OutOfcpu"]
     assert got.requirements == [("cpu", 500)]
     assert got.victims == [
-        {"namespace": "default", "name": "b", "uid": "uid-default-b", "qosClass": "Burstable", "priority": 0,
-         "terminating": False}
+        {
+            "namespace": "default",
+            "name": "b",
+            "uid": "uid-default-b",
+            "qosClass": "Burstable",
+            "priority": 0,
+            "terminating": False,
+        }
     ]
 
 

@@ -33,7 +33,9 @@ def kubectl_list(*items):
 
 
 CLUSTER = kubectl_list(
-    node("node1"), node("node2"), node("node3", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+    node("node1"),
+    node("node2"),
+    node("node3", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
     pod("web-1", "node1", MID, L, labels={"app": "web"}, start=1),
     pod("batch-1", "node2", LOW, M, start=2),
     pod("batch-2", "node2", LOW, S, start=3),
@@ -64,7 +66,9 @@ def plan(args, capsys):
 
 
 def test_plan_prints_the_contract_and_exits_zero(files, capsys):
-    code, out, err = plan(["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"]], capsys)
+    code, out, err = plan(
+        ["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"]], capsys
+    )
     assert (code, err) == (0, "")
     result = json.loads(out)
     assert list(result) == ["node", "victims", "pdbViolations", "nominatedPodsToClear", "message"]
@@ -86,7 +90,10 @@ def test_explain_says_why_each_other_node_lost(files, capsys):
     assert code == 0 and explain["outcome"] == "preempt"
     assert explain["excluded"] == [
         {"node": "node1", "reason": "candidate, not chosen: more PDB violations"},
-        {"node": "node3", "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint {gpu: yes}"},
+        {
+            "node": "node3",
+            "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint {gpu: yes}",
+        },
     ]
     assert explain["candidates"] == [
         {"node": "node2", "victims": ["default/batch-1", "default/batch-2"], "pdbViolations": 0},
@@ -114,14 +121,20 @@ def test_no_node_exits_one_with_upstreams_message(tmp_path, files, capsys):
 
 def test_a_never_class_is_not_eligible(tmp_path, files, capsys):
     polite = write(tmp_path, "polite.yaml", yaml.safe_dump(pod("job", "", None, VL, class_name="polite")))
-    code, out, _ = plan(["--cluster", files["cluster"], "--pod", polite, "--classes", files["classes"]], capsys)
+    code, out, _ = plan(
+        ["--cluster", files["cluster"], "--pod", polite, "--classes", files["classes"]], capsys
+    )
     assert code == 1
     assert json.loads(out)["message"] == "preemption: not eligible due to preemptionPolicy=Never."
 
 
 def test_classes_come_from_the_snapshot_and_a_class_file_wins(tmp_path, files, capsys):
-    snapshot_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                      "metadata": {"name": "batch-high"}, "value": 0}
+    snapshot_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "batch-high"},
+        "value": 0,
+    }
     cluster = write(tmp_path, "with-class.json", kubectl_list(*CLUSTER["items"], snapshot_class))
     code, out, _ = plan(["--cluster", cluster, "--pod", files["pod"]], capsys)
     assert code == 1  # value 0 from the snapshot: nothing lower to preempt
@@ -168,7 +181,9 @@ def test_the_pod_fitting_already_exits_zero_with_no_victims(tmp_path, capsys):
 
 
 def test_sample_with_offset_is_reproducible(tmp_path, capsys):
-    objects = [node(f"node{i}") for i in range(1, 6)] + [pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)]
+    objects = [node(f"node{i}") for i in range(1, 6)] + [
+        pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)
+    ]
     cluster = write(tmp_path, "c.json", kubectl_list(*objects))
     pre = write(tmp_path, "pre.json", pod("pre", "", HIGH, L))
     nodes = set()
@@ -179,27 +194,58 @@ def test_sample_with_offset_is_reproducible(tmp_path, capsys):
 
 
 BAD_INPUT = [
-    ("bad-quantity", [node("node1"), pod("a", "node1", LOW, {"cpu": "lots"})],
-     "c.json: document 2: Pod default/a: spec.containers[0].resources.requests.cpu: invalid quantity 'lots'"),
-    ("bad-priority", [node("node1"), pod("a", "node1", "high")],
-     "c.json: document 2: Pod default/a: spec.priority: must be a 32-bit integer, got 'high'"),
-    ("nameless-node", [{"kind": "Node", "metadata": {}}],
-     "c.json: document 1: Node: metadata.name: must be a non-empty string"),
-    ("bad-start-time", [node("node1"), {**pod("a", "node1", LOW), "status": {"startTime": "yesterday"}}],
-     "c.json: document 2: Pod default/a: status.startTime: not an RFC 3339 time: 'yesterday'"),
-    ("bad-pdb", [pdb("p", selector={"matchExpressions": [{"key": "a", "operator": "Has"}]})],
-     "c.json: document 1: PodDisruptionBudget: spec.selector.matchExpressions[0].operator: must be one of "
-     "In, NotIn, Exists, DoesNotExist, got 'Has'"),
-    ("bad-allocatable", [{**node("node1"), "status": {"allocatable": {"cpu": "1 core"}}}],
-     "c.json: document 1: Node node1: status.allocatable.cpu: invalid quantity '1 core'"),
-    ("unknown-class-on-a-snapshot-pod", [node("node1"), pod("a", "node1", None, class_name="nope")],
-     'c.json: document 2: Pod default/a: pods "a" is forbidden: no PriorityClass with name nope was found'),
+    (
+        "bad-quantity",
+        [node("node1"), pod("a", "node1", LOW, {"cpu": "lots"})],
+        "c.json: document 2: Pod default/a: spec.containers[0].resources.requests.cpu: invalid quantity 'lots'",
+    ),
+    (
+        "bad-priority",
+        [node("node1"), pod("a", "node1", "high")],
+        "c.json: document 2: Pod default/a: spec.priority: must be a 32-bit integer, got 'high'",
+    ),
+    (
+        "nameless-node",
+        [{"kind": "Node", "metadata": {}}],
+        "c.json: document 1: Node: metadata.name: must be a non-empty string",
+    ),
+    (
+        "bad-start-time",
+        [node("node1"), {**pod("a", "node1", LOW), "status": {"startTime": "yesterday"}}],
+        "c.json: document 2: Pod default/a: status.startTime: not an RFC 3339 time: 'yesterday'",
+    ),
+    (
+        "bad-pdb",
+        [pdb("p", selector={"matchExpressions": [{"key": "a", "operator": "Has"}]})],
+        "c.json: document 1: PodDisruptionBudget: spec.selector.matchExpressions[0].operator: must be one of "
+        "In, NotIn, Exists, DoesNotExist, got 'Has'",
+    ),
+    (
+        "bad-allocatable",
+        [{**node("node1"), "status": {"allocatable": {"cpu": "1 core"}}}],
+        "c.json: document 1: Node node1: status.allocatable.cpu: invalid quantity '1 core'",
+    ),
+    (
+        "unknown-class-on-a-snapshot-pod",
+        [node("node1"), pod("a", "node1", None, class_name="nope")],
+        'c.json: document 2: Pod default/a: pods "a" is forbidden: no PriorityClass with name nope was found',
+    ),
     ("duplicate-node", [node("node1"), node("node1")], "c.json: document 2: Node node1 appears twice"),
-    ("bad-node-name", [{**pod("a"), "spec": {"nodeName": 5, "containers": []}}],
-     "c.json: document 1: Pod default/a: spec.nodeName: must be a string"),
-    ("bad-labels", [{**pod("a"), "metadata": {"name": "a", "labels": {"x": 1}}}],
-     "c.json: document 1: Pod default/a: metadata.labels: must be a map of strings"),
-    ("spec-not-an-object", [{**pod("a"), "spec": []}], "c.json: document 1: Pod default/a: pod.spec: must be an object, got a list"),
+    (
+        "bad-node-name",
+        [{**pod("a"), "spec": {"nodeName": 5, "containers": []}}],
+        "c.json: document 1: Pod default/a: spec.nodeName: must be a string",
+    ),
+    (
+        "bad-labels",
+        [{**pod("a"), "metadata": {"name": "a", "labels": {"x": 1}}}],
+        "c.json: document 1: Pod default/a: metadata.labels: must be a map of strings",
+    ),
+    (
+        "spec-not-an-object",
+        [{**pod("a"), "spec": []}],
+        "c.json: document 1: Pod default/a: pod.spec: must be an object, got a list",
+    ),
     ("kindless", [{"metadata": {"name": "x"}}], "c.json: document 1: kind: missing"),
 ]
 
@@ -216,13 +262,20 @@ def test_bad_snapshot_exits_two_naming_file_and_field(tmp_path, objects, message
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (pod("pre", "", None, L, class_name="nope"),
-         'pre.json: Pod default/pre: pods "pre" is forbidden: no PriorityClass with name nope was found'),
+        (
+            pod("pre", "", None, L, class_name="nope"),
+            'pre.json: Pod default/pre: pods "pre" is forbidden: no PriorityClass with name nope was found',
+        ),
         ({"kind": "Node", "metadata": {"name": "x"}}, "pre.json: expected kind Pod, got 'Node'"),
         ([pod("a"), pod("b")], "pre.json: expected one Pod, found 2 documents"),
-        (pod("pre", "node1", HIGH, L, phase="Succeeded"), "pre.json: status.phase: the pod has already terminated"),
-        (pod("pre", "", HIGH, L, policy="Sometimes"),
-         "pre.json: Pod default/pre: spec.preemptionPolicy: must be Never or PreemptLowerPriority, got 'Sometimes'"),
+        (
+            pod("pre", "node1", HIGH, L, phase="Succeeded"),
+            "pre.json: status.phase: the pod has already terminated",
+        ),
+        (
+            pod("pre", "", HIGH, L, policy="Sometimes"),
+            "pre.json: Pod default/pre: spec.preemptionPolicy: must be Never or PreemptLowerPriority, got 'Sometimes'",
+        ),
         ("{not json", "pre.json: not valid YAML or JSON"),
     ],
 )
@@ -247,7 +300,10 @@ def test_real_process_reads_a_kubectl_dump_from_stdin(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "webhook", "plan", "--cluster", "-", "--pod", pre, "-o", "json"],
         input=json.dumps(kubectl_list(node("node1"), pod("a", "node1", LOW, L))),
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["victims"] == [{"namespace": "default", "name": "a", "priority": 0}]
@@ -255,15 +311,21 @@ def test_real_process_reads_a_kubectl_dump_from_stdin(tmp_path):
 
 def test_a_leftover_priority_that_contradicts_the_class_is_an_error(tmp_path, files, capsys):
     stale = write(tmp_path, "stale.json", pod("job", "", 5, VL, class_name="batch-high"))
-    code, _, err = plan(["--cluster", files["cluster"], "--pod", stale, "--classes", files["classes"]], capsys)
+    code, _, err = plan(
+        ["--cluster", files["cluster"], "--pod", stale, "--classes", files["classes"]], capsys
+    )
     assert code == 2
-    assert err.endswith("stale.json: Pod default/job: spec.priority 5 does not match PriorityClass batch-high "
-                        "(1000); remove spec.priority to plan with the class\n")
+    assert err.endswith(
+        "stale.json: Pod default/job: spec.priority 5 does not match PriorityClass batch-high "
+        "(1000); remove spec.priority to plan with the class\n"
+    )
 
 
 def test_a_dumped_pod_keeps_its_priority_and_takes_the_policy_of_its_class(tmp_path, files, capsys):
     dumped = write(tmp_path, "dumped.json", pod("job", "", 1000, VL, class_name="polite"))
-    code, out, _ = plan(["--cluster", files["cluster"], "--pod", dumped, "--classes", files["classes"]], capsys)
+    code, out, _ = plan(
+        ["--cluster", files["cluster"], "--pod", dumped, "--classes", files["classes"]], capsys
+    )
     assert code == 1 and "preemptionPolicy=Never" in json.loads(out)["message"]
     # an unknown class with a priority set: the priority is what the scheduler reads
     unknown = write(tmp_path, "unknown.json", pod("job", "", 1000, VL, class_name="elsewhere"))
@@ -272,7 +334,9 @@ def test_a_dumped_pod_keeps_its_priority_and_takes_the_policy_of_its_class(tmp_p
 
 
 def test_sample_without_offset_starts_anywhere_but_finds_a_tied_node(tmp_path, capsys):
-    objects = [node(f"node{i}") for i in range(1, 6)] + [pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)]
+    objects = [node(f"node{i}") for i in range(1, 6)] + [
+        pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)
+    ]
     cluster = write(tmp_path, "c.json", kubectl_list(*objects))
     pre = write(tmp_path, "pre.json", pod("pre", "", HIGH, L))
     code, out, _ = plan(["--cluster", cluster, "--pod", pre, "--sample"], capsys)
@@ -283,8 +347,9 @@ def test_a_generate_name_pod_is_planned(tmp_path, files, capsys):
     job = pod("x", "", None, VL, class_name="batch-high")
     job["metadata"] = {"generateName": "job-", "namespace": "default"}
     files["pod"] = write(tmp_path, "gen.yaml", yaml.safe_dump(job))
-    code, out, err = plan(["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"]],
-                          capsys)
+    code, out, err = plan(
+        ["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"]], capsys
+    )
     assert (code, err) == (0, "") and json.loads(out)["node"] is not None
 
 
@@ -292,8 +357,10 @@ def test_a_gpu_only_in_limits_is_requested_so_no_node_without_gpus_fits(tmp_path
     job = pod("train", "", None, S, class_name="batch-high")
     job["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
     files["pod"] = write(tmp_path, "gpu.yaml", yaml.safe_dump(job))
-    code, out, _ = plan(["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"],
-                         "--explain"], capsys)
+    code, out, _ = plan(
+        ["--cluster", files["cluster"], "--pod", files["pod"], "--classes", files["classes"], "--explain"],
+        capsys,
+    )
     assert code == 1 and json.loads(out)["node"] is None
     reasons = [e["reason"] for e in json.loads(out)["explain"]["excluded"]]
     assert reasons and all("nvidia.com/gpu" in r for r in reasons if "taint" not in r), reasons
@@ -301,6 +368,10 @@ def test_a_gpu_only_in_limits_is_requested_so_no_node_without_gpus_fits(tmp_path
 
 def test_an_invalid_pod_namespace_is_refused_with_the_api_servers_message(tmp_path, files, capsys):
     bad = pod("job", "", None, S, namespace="FILLED BY THE OPERATOR")
-    code, _, err = plan(["--cluster", files["cluster"], "--pod", write(tmp_path, "bad.yaml", yaml.safe_dump(bad))],
-                        capsys)
-    assert code == 2 and 'Pod "job" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR"' in err
+    code, _, err = plan(
+        ["--cluster", files["cluster"], "--pod", write(tmp_path, "bad.yaml", yaml.safe_dump(bad))], capsys
+    )
+    assert (
+        code == 2
+        and 'Pod "job" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR"' in err
+    )

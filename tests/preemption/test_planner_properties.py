@@ -26,29 +26,41 @@ def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     objects: list[dict[str, Any]] = []
     for n in range(draw(st.integers(1, 4))):
         name = f"node{n}"
-        alloc = {"cpu": f"{draw(st.sampled_from((500, 1000)))}m", "memory": str(draw(st.sampled_from((500, 1000)))),
-                 "pods": str(draw(st.integers(2, 8)))}
+        alloc = {
+            "cpu": f"{draw(st.sampled_from((500, 1000)))}m",
+            "memory": str(draw(st.sampled_from((500, 1000)))),
+            "pods": str(draw(st.integers(2, 8))),
+        }
         tainted = draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans())
         taints = [{"key": "k", "value": "v", "effect": "NoSchedule"}] if tainted else []
         objects.append(node(name, alloc, taints=taints))
         for i in range(draw(st.integers(1, 6))):
             app = draw(st.sampled_from(APPS))
-            objects.append(pod(
-                f"p{n}-{i}", name, draw(st.sampled_from(PRIORITIES)),
-                {"cpu": f"{draw(st.integers(0, 10)) * 50}m", "memory": str(draw(st.integers(0, 8)) * 50)},
-                labels={"app": app} if app else None,
-                start=draw(st.none() | st.integers(0, 5)),
-                host_ports=[8080] if draw(st.integers(0, 9)) == 0 else (),
-            ))
+            objects.append(
+                pod(
+                    f"p{n}-{i}",
+                    name,
+                    draw(st.sampled_from(PRIORITIES)),
+                    {"cpu": f"{draw(st.integers(0, 10)) * 50}m", "memory": str(draw(st.integers(0, 8)) * 50)},
+                    labels={"app": app} if app else None,
+                    start=draw(st.none() | st.integers(0, 5)),
+                    host_ports=[8080] if draw(st.integers(0, 9)) == 0 else (),
+                )
+            )
         if draw(st.integers(0, 4)) == 0:
-            objects.append(pod(f"nominated{n}", "", draw(st.sampled_from(PRIORITIES)), {"cpu": "100m"},
-                               nominated=name))
+            objects.append(
+                pod(f"nominated{n}", "", draw(st.sampled_from(PRIORITIES)), {"cpu": "100m"}, nominated=name)
+            )
     for app in ("a", "b"):
         if draw(st.booleans()):
             objects.append(pdb(f"pdb-{app}", {"app": app}, draw(st.integers(0, 1))))
-    pre = pod("pre", "", draw(st.sampled_from((0, 10, 20, 20, 20))),
-              {"cpu": f"{draw(st.integers(4, 16)) * 50}m", "memory": str(draw(st.integers(0, 10)) * 50)},
-              host_ports=[8080] if draw(st.integers(0, 4)) == 0 else ())
+    pre = pod(
+        "pre",
+        "",
+        draw(st.sampled_from((0, 10, 20, 20, 20))),
+        {"cpu": f"{draw(st.integers(4, 16)) * 50}m", "memory": str(draw(st.integers(0, 10)) * 50)},
+        host_ports=[8080] if draw(st.integers(0, 4)) == 0 else (),
+    )
     return pre, objects
 
 
@@ -64,7 +76,9 @@ def fits(pre: dict[str, Any], node_obj: dict[str, Any], present: list[dict[str, 
     want = _requests(pre)
     if want["cpu"] > 0 and sum(_requests(p)["cpu"] for p in present) + want["cpu"] > _cpu(alloc["cpu"]):
         return False
-    if want["memory"] > 0 and sum(_requests(p)["memory"] for p in present) + want["memory"] > int(alloc["memory"]):
+    if want["memory"] > 0 and sum(_requests(p)["memory"] for p in present) + want["memory"] > int(
+        alloc["memory"]
+    ):
         return False
     return not (_ports(pre) & {port for p in present for port in _ports(p)})
 
@@ -85,8 +99,13 @@ def _on(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 def _present(objects, name, pre_priority, removed=frozenset()):
     """Pods counted on the node: those running there minus `removed`, plus nominated ones >= the preemptor."""
     running = [p for p in _on(objects, name) if p["metadata"]["name"] not in removed]
-    nominated = [o for o in objects if o["kind"] == "Pod" and o["status"].get("nominatedNodeName") == name
-                 and o["spec"]["priority"] >= pre_priority]
+    nominated = [
+        o
+        for o in objects
+        if o["kind"] == "Pod"
+        and o["status"].get("nominatedNodeName") == name
+        and o["spec"]["priority"] >= pre_priority
+    ]
     return running + nominated
 
 
@@ -102,7 +121,9 @@ def test_plan_properties(cluster):
     prio = pre["spec"]["priority"]
     nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
     if result.outcome == FITS:
-        assert _static_ok(nodes[result.node]) and fits(pre, nodes[result.node], _present(objects, result.node, prio))
+        assert _static_ok(nodes[result.node]) and fits(
+            pre, nodes[result.node], _present(objects, result.node, prio)
+        )
         return
     assert result.outcome in (PREEMPT, NO_CANDIDATES)  # policy is PreemptLowerPriority, no nominations
     assert not any(_static_ok(n) and fits(pre, n, _present(objects, name, prio)) for name, n in nodes.items())
@@ -127,7 +148,9 @@ def test_plan_properties(cluster):
     assert [p.priority for p in result.victims] == sorted((p.priority for p in result.victims), reverse=True)
     # the chosen candidate is best by upstream's criteria, lexicographically
     scores = [tuple(f(c) for f in score_functions(NOW)) for c in result.candidates]
-    best = next(tuple(f(c) for f in score_functions(NOW)) for c in result.candidates if c.node.name == result.node)
+    best = next(
+        tuple(f(c) for f in score_functions(NOW)) for c in result.candidates if c.node.name == result.node
+    )
     assert best == max(scores)
     assert result.pdb_violations <= len(victims)
 
@@ -154,7 +177,9 @@ def test_sampling_with_enough_candidates_finds_the_same_node(cluster, offset):
     if full.outcome == PREEMPT:
 
         def score(r):
-            return next(tuple(f(c) for f in score_functions(NOW)) for c in r.candidates if c.node.name == r.node)
+            return next(
+                tuple(f(c) for f in score_functions(NOW)) for c in r.candidates if c.node.name == r.node
+            )
 
         assert score(sampled) == score(full)
         assert {c.node.name for c in sampled.candidates} == {c.node.name for c in full.candidates}

@@ -23,37 +23,115 @@ AFFINITY_A = {
 # (id, node kwargs, pods on the node, preemptor kwargs, expected (code, reasons) or None when it fits)
 STATUS = [
     ("fits", {}, [], {}, None),
-    ("insufficient-cpu", {}, [("p", LOW, L)], {"req": L}, (UNSCHEDULABLE, ("Insufficient cpu", "Insufficient memory"))),
-    ("too-many-pods", {"alloc": {"cpu": "1", "pods": "1"}}, [("p", LOW, None)], {"req": {}}, (UNSCHEDULABLE, ("Too many pods",))),
-    ("request-above-allocatable", {"alloc": {"cpu": "200m", "memory": "1000"}}, [], {"req": L},
-     (UNRESOLVABLE, ("Insufficient cpu",))),
-    ("extended-resource-missing-on-node", {}, [], {"req": {"example.com/gpu": "1"}},
-     (UNRESOLVABLE, ("Insufficient example.com/gpu",))),
+    (
+        "insufficient-cpu",
+        {},
+        [("p", LOW, L)],
+        {"req": L},
+        (UNSCHEDULABLE, ("Insufficient cpu", "Insufficient memory")),
+    ),
+    (
+        "too-many-pods",
+        {"alloc": {"cpu": "1", "pods": "1"}},
+        [("p", LOW, None)],
+        {"req": {}},
+        (UNSCHEDULABLE, ("Too many pods",)),
+    ),
+    (
+        "request-above-allocatable",
+        {"alloc": {"cpu": "200m", "memory": "1000"}},
+        [],
+        {"req": L},
+        (UNRESOLVABLE, ("Insufficient cpu",)),
+    ),
+    (
+        "extended-resource-missing-on-node",
+        {},
+        [],
+        {"req": {"example.com/gpu": "1"}},
+        (UNRESOLVABLE, ("Insufficient example.com/gpu",)),
+    ),
     ("cordoned", {"unschedulable": True}, [], {}, (UNRESOLVABLE, ("node(s) were unschedulable",))),
-    ("cordoned-but-tolerated", {"unschedulable": True}, [],
-     {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]},
-     None),
-    ("node-name", {}, [], {"nodeName": "elsewhere"}, (UNRESOLVABLE, ("node(s) didn't match the requested node name",))),
-    ("no-schedule-taint", {"taints": [TAINT]}, [], {}, (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",))),
-    ("no-execute-taint", {"taints": [NO_EXECUTE]}, [], {}, (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",))),
+    (
+        "cordoned-but-tolerated",
+        {"unschedulable": True},
+        [],
+        {
+            "tolerations": [
+                {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+            ]
+        },
+        None,
+    ),
+    (
+        "node-name",
+        {},
+        [],
+        {"nodeName": "elsewhere"},
+        (UNRESOLVABLE, ("node(s) didn't match the requested node name",)),
+    ),
+    (
+        "no-schedule-taint",
+        {"taints": [TAINT]},
+        [],
+        {},
+        (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",)),
+    ),
+    (
+        "no-execute-taint",
+        {"taints": [NO_EXECUTE]},
+        [],
+        {},
+        (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",)),
+    ),
     ("prefer-no-schedule-is-only-scoring", {"taints": [PREFER]}, [], {}, None),
     ("taint-tolerated", {"taints": [TAINT, NO_EXECUTE]}, [], {"tolerations": TOLERATE}, None),
-    ("node-selector", {"labels": {"zone": "b"}}, [], {"nodeSelector": {"zone": "a"}},
-     (UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",))),
-    ("required-node-affinity", {"labels": {"zone": "b"}}, [], {"affinity": AFFINITY_A},
-     (UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",))),
+    (
+        "node-selector",
+        {"labels": {"zone": "b"}},
+        [],
+        {"nodeSelector": {"zone": "a"}},
+        (UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",)),
+    ),
+    (
+        "required-node-affinity",
+        {"labels": {"zone": "b"}},
+        [],
+        {"affinity": AFFINITY_A},
+        (UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",)),
+    ),
     ("node-affinity-matches", {"labels": {"zone": "a"}}, [], {"affinity": AFFINITY_A}, None),
-    ("host-port-conflict", {}, [("p", LOW, S, [8080])], {"host_ports": [8080]},
-     (UNSCHEDULABLE, ("node(s) didn't have free ports for the requested pod ports",))),
+    (
+        "host-port-conflict",
+        {},
+        [("p", LOW, S, [8080])],
+        {"host_ports": [8080]},
+        (UNSCHEDULABLE, ("node(s) didn't have free ports for the requested pod ports",)),
+    ),
     ("host-port-free", {}, [("p", LOW, S, [9090])], {"host_ports": [8080]}, None),
     # Only the first failing plugin counts: the port conflict (resolvable) hides the oversize request.
-    ("ports-before-resources", {"alloc": {"cpu": "200m", "memory": "1000"}}, [("p", LOW, None, [8080])],
-     {"host_ports": [8080], "req": L}, (UNSCHEDULABLE, ("node(s) didn't have free ports for the requested pod ports",))),
+    (
+        "ports-before-resources",
+        {"alloc": {"cpu": "200m", "memory": "1000"}},
+        [("p", LOW, None, [8080])],
+        {"host_ports": [8080], "req": L},
+        (UNSCHEDULABLE, ("node(s) didn't have free ports for the requested pod ports",)),
+    ),
     # ...and a static filter hides everything after it.
-    ("taint-before-resources", {"taints": [TAINT]}, [("p", LOW, L)], {"req": L},
-     (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",))),
-    ("unschedulable-before-node-name", {"unschedulable": True}, [], {"nodeName": "elsewhere"},
-     (UNRESOLVABLE, ("node(s) were unschedulable",))),
+    (
+        "taint-before-resources",
+        {"taints": [TAINT]},
+        [("p", LOW, L)],
+        {"req": L},
+        (UNRESOLVABLE, ("node(s) had untolerated taint {dedicated: gpu}",)),
+    ),
+    (
+        "unschedulable-before-node-name",
+        {"unschedulable": True},
+        [],
+        {"nodeName": "elsewhere"},
+        (UNRESOLVABLE, ("node(s) were unschedulable",)),
+    ),
 ]
 
 
@@ -72,7 +150,11 @@ def test_node_status(node_kw, pods, pre_kw, expected):
 
 
 def test_terminal_pods_hold_nothing():
-    objects = [node("node1"), pod("done", "node1", LOW, L, phase="Succeeded"), pod("failed", "node1", LOW, L, phase="Failed")]
+    objects = [
+        node("node1"),
+        pod("done", "node1", LOW, L, phase="Succeeded"),
+        pod("failed", "node1", LOW, L, phase="Failed"),
+    ]
     pre = preemptor(pod("pre", "", HIGH, L))
     assert diagnose(pre, snapshot(objects, pre))[1]["node1"] is None
 

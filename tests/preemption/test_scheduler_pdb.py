@@ -30,40 +30,113 @@ FOO = {"app": "foo"}
 
 # (id, victims in importance order, PDBs, newest rules?, expected (violating, non-violating))
 SPLIT = [
-    ("budget-consumed-in-order", [V("a", FOO), V("b", FOO), V("c", FOO)], [pdb_obj("p", FOO, 1)], False,
-     (["b", "c"], ["a"])),
+    (
+        "budget-consumed-in-order",
+        [V("a", FOO), V("b", FOO), V("c", FOO)],
+        [pdb_obj("p", FOO, 1)],
+        False,
+        (["b", "c"], ["a"]),
+    ),
     ("zero-budget-violates-all", [V("a", FOO), V("b", FOO)], [pdb_obj("p", FOO, 0)], False, (["a", "b"], [])),
     ("negative-budget", [V("a", FOO)], [pdb_obj("p", FOO, -2)], False, (["a"], [])),
     ("other-namespace-ignored", [V("a", FOO, "other")], [pdb_obj("p", FOO, 0)], False, ([], ["a"])),
     ("label-mismatch", [V("a", {"app": "bar"})], [pdb_obj("p", FOO, 0)], False, ([], ["a"])),
-    ("disrupted-pod-neither-counts-nor-consumes", [V("a", FOO), V("b", FOO)],
-     [pdb_obj("p", FOO, 1, disrupted=["a"])], False, ([], ["a", "b"])),
+    (
+        "disrupted-pod-neither-counts-nor-consumes",
+        [V("a", FOO), V("b", FOO)],
+        [pdb_obj("p", FOO, 1, disrupted=["a"])],
+        False,
+        ([], ["a", "b"]),
+    ),
     ("classic-unlabeled-pod-matches-nothing", [V("a")], [pdb_obj("p", selector={})], False, ([], ["a"])),
-    ("classic-empty-selector-matches-nothing", [V("a", FOO)], [pdb_obj("p", selector={})], False, ([], ["a"])),
-    ("newest-empty-selector-matches-all", [V("a", FOO), V("b")], [pdb_obj("p", selector={})], True,
-     (["a", "b"], [])),
-    ("nil-selector-matches-nothing-classic", [V("a", FOO)], [pdb_obj("p", selector=None)], False, ([], ["a"])),
+    (
+        "classic-empty-selector-matches-nothing",
+        [V("a", FOO)],
+        [pdb_obj("p", selector={})],
+        False,
+        ([], ["a"]),
+    ),
+    (
+        "newest-empty-selector-matches-all",
+        [V("a", FOO), V("b")],
+        [pdb_obj("p", selector={})],
+        True,
+        (["a", "b"], []),
+    ),
+    (
+        "nil-selector-matches-nothing-classic",
+        [V("a", FOO)],
+        [pdb_obj("p", selector=None)],
+        False,
+        ([], ["a"]),
+    ),
     ("nil-selector-matches-nothing-newest", [V("a", FOO)], [pdb_obj("p", selector=None)], True, ([], ["a"])),
     # Overlap: classic decrements every matching PDB, so the second pod sees both budgets spent.
-    ("classic-overlap-decrements-all", [V("a", {"app": "foo", "tier": "x"}), V("b", {"tier": "x"})],
-     [pdb_obj("p1", FOO, 0), pdb_obj("p2", {"tier": "x"}, 1)], False, (["a", "b"], [])),
+    (
+        "classic-overlap-decrements-all",
+        [V("a", {"app": "foo", "tier": "x"}), V("b", {"tier": "x"})],
+        [pdb_obj("p1", FOO, 0), pdb_obj("p2", {"tier": "x"}, 1)],
+        False,
+        (["a", "b"], []),
+    ),
     # Newest stops at the first PDB going negative: p2 is not decremented for a, so b still fits p2.
-    ("newest-overlap-stops-at-first-violation", [V("a", {"app": "foo", "tier": "x"}), V("b", {"tier": "x"})],
-     [pdb_obj("p1", FOO, 0), pdb_obj("p2", {"tier": "x"}, 1)], True, (["a"], ["b"])),
-    ("match-expressions", [V("a", {"app": "foo", "env": "prod"}), V("b", {"app": "foo", "env": "dev"}),
-                           V("c", {"env": "prod"})],
-     [pdb_obj("p", selector={"matchExpressions": [
-         {"key": "app", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["dev"]}]})],
-     False, (["a"], ["b", "c"])),
-    ("match-labels-and-expressions-both-apply", [V("a", {"app": "foo", "env": "prod"}), V("b", FOO)],
-     [pdb_obj("p", selector={"matchLabels": FOO, "matchExpressions": [
-         {"key": "env", "operator": "In", "values": ["prod", "staging"]}]})],
-     False, (["a"], ["b"])),
-    ("does-not-exist", [V("a", FOO), V("b", {"app": "foo", "canary": "1"})],
-     [pdb_obj("p", selector={"matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]})],
-     False, (["a"], ["b"])),
-    ("pdbs-keep-list-order-for-newest", [V("a", {"x": "1", "y": "1"}), V("b", {"x": "1"})],
-     [pdb_obj("py", {"y": "1"}, 0), pdb_obj("px", {"x": "1"}, 1)], True, (["a"], ["b"])),
+    (
+        "newest-overlap-stops-at-first-violation",
+        [V("a", {"app": "foo", "tier": "x"}), V("b", {"tier": "x"})],
+        [pdb_obj("p1", FOO, 0), pdb_obj("p2", {"tier": "x"}, 1)],
+        True,
+        (["a"], ["b"]),
+    ),
+    (
+        "match-expressions",
+        [
+            V("a", {"app": "foo", "env": "prod"}),
+            V("b", {"app": "foo", "env": "dev"}),
+            V("c", {"env": "prod"}),
+        ],
+        [
+            pdb_obj(
+                "p",
+                selector={
+                    "matchExpressions": [
+                        {"key": "app", "operator": "Exists"},
+                        {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                    ]
+                },
+            )
+        ],
+        False,
+        (["a"], ["b", "c"]),
+    ),
+    (
+        "match-labels-and-expressions-both-apply",
+        [V("a", {"app": "foo", "env": "prod"}), V("b", FOO)],
+        [
+            pdb_obj(
+                "p",
+                selector={
+                    "matchLabels": FOO,
+                    "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "staging"]}],
+                },
+            )
+        ],
+        False,
+        (["a"], ["b"]),
+    ),
+    (
+        "does-not-exist",
+        [V("a", FOO), V("b", {"app": "foo", "canary": "1"})],
+        [pdb_obj("p", selector={"matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}]})],
+        False,
+        (["a"], ["b"]),
+    ),
+    (
+        "pdbs-keep-list-order-for-newest",
+        [V("a", {"x": "1", "y": "1"}), V("b", {"x": "1"})],
+        [pdb_obj("py", {"y": "1"}, 0), pdb_obj("px", {"x": "1"}, 1)],
+        True,
+        (["a"], ["b"]),
+    ),
 ]
 
 
@@ -107,7 +180,10 @@ def test_from_object_rejects_bad_fields(obj, message):
         ({"matchLabels": {"a": 1}}, r"spec.selector.matchLabels.a: must be a string"),
         ({"matchExpressions": {}}, r"spec.selector.matchExpressions: must be a list"),
         ({"matchExpressions": [{"key": "a", "operator": "Has"}]}, r"matchExpressions\[0\].operator"),
-        ({"matchExpressions": [{"key": "a", "operator": "In"}]}, r"matchExpressions\[0\].values: must be non-empty"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "In"}]},
+            r"matchExpressions\[0\].values: must be non-empty",
+        ),
         ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, r"must be empty"),
         ({"matchExpressions": [{"operator": "Exists"}]}, r"matchExpressions\[0\].key"),
     ],

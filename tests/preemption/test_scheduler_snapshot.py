@@ -19,19 +19,26 @@ def test_pods_are_grouped_per_node_with_used_resources_summed():
 
 
 def test_terminal_pods_and_pods_on_unknown_nodes_are_left_out():
-    snap = snapshot([
-        node("node1"),
-        pod("done", "node1", LOW, L, phase="Succeeded"),
-        pod("failed", "node1", LOW, L, phase="Failed"),
-        pod("ghost", "gone-node", LOW, L),
-    ])
+    snap = snapshot(
+        [
+            node("node1"),
+            pod("done", "node1", LOW, L, phase="Succeeded"),
+            pod("failed", "node1", LOW, L, phase="Failed"),
+            pod("ghost", "gone-node", LOW, L),
+        ]
+    )
     assert snap.nodes[0].pods == []
     assert [p.name for p in snap.pods] == ["ghost"]
 
 
 def test_only_unbound_pods_are_nominated():
-    snap = snapshot([node("node1"), pod("pending", "", HIGH, nominated="node1"),
-                     {**pod("bound", "node1", HIGH), "status": {"phase": "Running", "nominatedNodeName": "node1"}}])
+    snap = snapshot(
+        [
+            node("node1"),
+            pod("pending", "", HIGH, nominated="node1"),
+            {**pod("bound", "node1", HIGH), "status": {"phase": "Running", "nominatedNodeName": "node1"}},
+        ]
+    )
     assert [p.name for p in snap.nominated["node1"]] == ["pending"]
     assert [p.name for p in snap.nodes[0].pods] == ["bound"]
 
@@ -63,8 +70,13 @@ def test_terminating_by_preemption_reads_only_the_first_disruption_target_condit
 
 def test_snapshot_pods_without_priority_get_what_admission_gives_them():
     objects = [
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "normal"},
-         "value": 50, "globalDefault": True},
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "normal"},
+            "value": 50,
+            "globalDefault": True,
+        },
         node("node1"),
         pod("unset", "node1"),
         pod("critical", "node1", class_name="system-node-critical"),
@@ -93,6 +105,9 @@ def test_other_kinds_are_ignored():
 
 
 def test_priority_class_objects_do_not_need_to_come_first():
-    objects = [pod("p", "node1", class_name="late"), {"kind": "PriorityClass", "metadata": {"name": "late"}, "value": 3}]
+    objects = [
+        pod("p", "node1", class_name="late"),
+        {"kind": "PriorityClass", "metadata": {"name": "late"}, "value": 3},
+    ]
     sources = [("d", o) for o in objects]
     assert snapshot_classes(sources) == [PriorityClass("late", 3)]

@@ -46,49 +46,138 @@ FIVE = [node(f"node{i}") for i in range(1, 6)]
 # --- TestDryRunPreemption -------------------------------------------------------------------------------
 # (id, nodes, existing pods, pdbs, preemptor, plan options, expected {node: (victims, NumPDBViolations)})
 DRY_RUN = [
-    ("DR2", TWO, [pod("p1", "node1", MID, L), pod("p2", "node2", MID, L)], [], pod("pre", "", HIGH, L), {},
-     {"node1": (["p1"], 0), "node2": (["p2"], 0)}),
-    ("DR3", TWO, [pod("p1", "node1", MID, L), pod("p2", "node2", MID, L)], [], pod("pre", "", LOW, L), {}, {}),
-    ("DR4", TWO,
-     [pod("p1.1", "node1", LOW, S), pod("p1.2", "node1", MID, L), pod("p2", "node2", MID, L)], [],
-     pod("pre", "", HIGH, L), {}, {"node1": (["p1.2"], 0), "node2": (["p2"], 0)}),
-    ("DR5", TWO,
-     [pod("p1.1", "node1", MID, S), pod("p1.2", "node1", LOW, S), pod("p1.3", "node1", MID, M),
-      pod("p1.4", "node1", HIGH, S), pod("p2", "node2", HIGH, L)], [],
-     pod("pre", "", HIGH, L), {}, {"node1": (["p1.2", "p1.3"], 0)}),
-    ("DR6", TWO,
-     [pod("p1.1", "node1", LOW, S, start=5), pod("p1.2", "node1", LOW, S, start=4),
-      pod("p1.3", "node1", MID, M, start=3), pod("p1.4", "node1", HIGH, S, start=2),
-      pod("p2", "node2", HIGH, L, start=1)], [],
-     pod("pre", "", HIGH, L), {}, {"node1": (["p1.1", "p1.3"], 0)}),
-    ("DR9", [node("node1")],
-     [pod("p1.1", "node1", MID, M, labels={"app": "foo"}), pod("p1.2", "node1", MID, M, labels={"app": "foo"})],
-     [pdb("pdb", {"app": "foo"}, 1)], pod("pre", "", HIGH, VL), {}, {"node1": (["p1.1", "p1.2"], 1)}),
-    ("DR10", [node("node1")],
-     [pod("p1.1", "node1", MID, M, labels={"app": "foo"}), pod("p1.2", "node1", MID, M, labels={"app": "foo"})],
-     [pdb("pdb", {"app": "foo"}, 1, disrupted=["p2"])], pod("pre", "", HIGH, VL), {},
-     {"node1": (["p1.1", "p1.2"], 1)}),
-    ("DR11", [node("node1")],
-     [pod("p1.1", "node1", MID, M, labels={"app": "foo"}), pod("p1.2", "node1", MID, M, labels={"app": "foo"})],
-     [pdb("pdb", {"app": "foo"}, 1, disrupted=["p1.2"])], pod("pre", "", HIGH, VL), {},
-     {"node1": (["p1.1", "p1.2"], 0)}),
-    ("DR12", [node("node1")],
-     [pod(f"p1.{i}", "node1", MID, M, labels={"app": "foo"}) for i in (1, 2, 3)],
-     [pdb("pdb", {"app": "foo"}, 1, disrupted=["p1.3"])], pod("pre", "", HIGH, VL), {},
-     {"node1": (["p1.1", "p1.2", "p1.3"], 1)}),
-    ("DR13", FIVE, [pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)], [], pod("pre", "", HIGH, L),
-     {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 1, "offset": 4},
-     {"node1": (["p1"], 0), "node5": (["p5"], 0)}),
-    ("DR14", FIVE,
-     [pod(f"p{i}", f"node{i}", VERY_HIGH if i in (2, 5) else MID, L) for i in range(1, 6)], [],
-     pod("pre", "", HIGH, L),
-     {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 1, "offset": 4},
-     {"node1": (["p1"], 0), "node3": (["p3"], 0)}),
-    ("DR16", FIVE,
-     [pod(f"p{i}", f"node{i}", MID, L, labels={"app": "foo"} if i in (1, 2, 5) else None) for i in range(1, 6)],
-     [pdb("pdb", {"app": "foo"}, 0)], pod("pre", "", HIGH, L),
-     {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 2, "offset": 4},
-     {"node1": (["p1"], 1), "node3": (["p3"], 0), "node5": (["p5"], 1)}),
+    (
+        "DR2",
+        TWO,
+        [pod("p1", "node1", MID, L), pod("p2", "node2", MID, L)],
+        [],
+        pod("pre", "", HIGH, L),
+        {},
+        {"node1": (["p1"], 0), "node2": (["p2"], 0)},
+    ),
+    (
+        "DR3",
+        TWO,
+        [pod("p1", "node1", MID, L), pod("p2", "node2", MID, L)],
+        [],
+        pod("pre", "", LOW, L),
+        {},
+        {},
+    ),
+    (
+        "DR4",
+        TWO,
+        [pod("p1.1", "node1", LOW, S), pod("p1.2", "node1", MID, L), pod("p2", "node2", MID, L)],
+        [],
+        pod("pre", "", HIGH, L),
+        {},
+        {"node1": (["p1.2"], 0), "node2": (["p2"], 0)},
+    ),
+    (
+        "DR5",
+        TWO,
+        [
+            pod("p1.1", "node1", MID, S),
+            pod("p1.2", "node1", LOW, S),
+            pod("p1.3", "node1", MID, M),
+            pod("p1.4", "node1", HIGH, S),
+            pod("p2", "node2", HIGH, L),
+        ],
+        [],
+        pod("pre", "", HIGH, L),
+        {},
+        {"node1": (["p1.2", "p1.3"], 0)},
+    ),
+    (
+        "DR6",
+        TWO,
+        [
+            pod("p1.1", "node1", LOW, S, start=5),
+            pod("p1.2", "node1", LOW, S, start=4),
+            pod("p1.3", "node1", MID, M, start=3),
+            pod("p1.4", "node1", HIGH, S, start=2),
+            pod("p2", "node2", HIGH, L, start=1),
+        ],
+        [],
+        pod("pre", "", HIGH, L),
+        {},
+        {"node1": (["p1.1", "p1.3"], 0)},
+    ),
+    (
+        "DR9",
+        [node("node1")],
+        [
+            pod("p1.1", "node1", MID, M, labels={"app": "foo"}),
+            pod("p1.2", "node1", MID, M, labels={"app": "foo"}),
+        ],
+        [pdb("pdb", {"app": "foo"}, 1)],
+        pod("pre", "", HIGH, VL),
+        {},
+        {"node1": (["p1.1", "p1.2"], 1)},
+    ),
+    (
+        "DR10",
+        [node("node1")],
+        [
+            pod("p1.1", "node1", MID, M, labels={"app": "foo"}),
+            pod("p1.2", "node1", MID, M, labels={"app": "foo"}),
+        ],
+        [pdb("pdb", {"app": "foo"}, 1, disrupted=["p2"])],
+        pod("pre", "", HIGH, VL),
+        {},
+        {"node1": (["p1.1", "p1.2"], 1)},
+    ),
+    (
+        "DR11",
+        [node("node1")],
+        [
+            pod("p1.1", "node1", MID, M, labels={"app": "foo"}),
+            pod("p1.2", "node1", MID, M, labels={"app": "foo"}),
+        ],
+        [pdb("pdb", {"app": "foo"}, 1, disrupted=["p1.2"])],
+        pod("pre", "", HIGH, VL),
+        {},
+        {"node1": (["p1.1", "p1.2"], 0)},
+    ),
+    (
+        "DR12",
+        [node("node1")],
+        [pod(f"p1.{i}", "node1", MID, M, labels={"app": "foo"}) for i in (1, 2, 3)],
+        [pdb("pdb", {"app": "foo"}, 1, disrupted=["p1.3"])],
+        pod("pre", "", HIGH, VL),
+        {},
+        {"node1": (["p1.1", "p1.2", "p1.3"], 1)},
+    ),
+    (
+        "DR13",
+        FIVE,
+        [pod(f"p{i}", f"node{i}", MID, L) for i in range(1, 6)],
+        [],
+        pod("pre", "", HIGH, L),
+        {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 1, "offset": 4},
+        {"node1": (["p1"], 0), "node5": (["p5"], 0)},
+    ),
+    (
+        "DR14",
+        FIVE,
+        [pod(f"p{i}", f"node{i}", VERY_HIGH if i in (2, 5) else MID, L) for i in range(1, 6)],
+        [],
+        pod("pre", "", HIGH, L),
+        {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 1, "offset": 4},
+        {"node1": (["p1"], 0), "node3": (["p3"], 0)},
+    ),
+    (
+        "DR16",
+        FIVE,
+        [
+            pod(f"p{i}", f"node{i}", MID, L, labels={"app": "foo"} if i in (1, 2, 5) else None)
+            for i in range(1, 6)
+        ],
+        [pdb("pdb", {"app": "foo"}, 0)],
+        pod("pre", "", HIGH, L),
+        {"sample": True, "min_candidate_percentage": 40, "min_candidate_absolute": 2, "offset": 4},
+        {"node1": (["p1"], 1), "node3": (["p3"], 0), "node5": (["p5"], 1)},
+    ),
 ]
 
 
@@ -127,27 +216,129 @@ def test_dry_run_dr15_successive_cycles_start_at_their_offset(offset, expected):
 # --- TestSelectBestCandidate (pickOneNodeForPreemption); preemptor requests VL -------------------------------
 THREE = [node("node1"), node("node2"), node("node3")]
 SELECT_BEST = [
-    ("SB2", THREE, [("node1", MID, M, 0), ("node1", MID, L, 0), ("node2", MID, M, 0), ("node2", LOW, M, 0),
-                    ("node3", LOW, M, 0), ("node3", LOW, M, 0)], HIGH, "node3"),
-    ("SB3", THREE, [("node1", MID, M, 0), ("node1", MID, L, 0), ("node2", MID, L, 0), ("node2", LOW, M, 0),
-                    ("node3", MID, M, 0), ("node3", MID, M, 0)], HIGH, "node2"),
-    ("SB4", THREE, [("node1", MID, S, 0), ("node1", NEG, S, 0), ("node1", MID, S, 0), ("node1", NEG, S, 0),
-                    ("node2", MID, L, 0), ("node2", NEG, M, 0),
-                    ("node3", MID, M, 0), ("node3", NEG, S, 0), ("node3", LOW, S, 0)], HIGH, "node2"),
-    ("SB5", THREE, [("node1", MID, S, 0), ("node1", NEG, S, 0), ("node1", NEG, S, 0),
-                    ("node2", MID, L, 0), ("node2", NEG, M, 0),
-                    ("node3", MID, M, 0), ("node3", NEG, S, 0), ("node3", LOW, S, 0)], HIGH, "node2"),
-    ("SB6", [*THREE, node("node4")],
-     [("node1", MID, S, 0), ("node1", LOW, S, 0), ("node1", LOW, S, 0), ("node2", HIGH, L, 0),
-      ("node3", MID, M, 0), ("node3", LOW, S, 0), ("node3", LOW, S, 0), ("node3", LOW, M, 0),
-      ("node4", MID, M, 0), ("node4", MID, S, 0), ("node4", MID, S, 0), ("node4", NEG, S, 0)],
-     VERY_HIGH, "node1"),
-    ("SB7", THREE, [("node1", MID, M, 2), ("node1", MID, M, 2), ("node2", MID, M, 3), ("node2", MID, M, 3),
-                    ("node3", MID, M, 1), ("node3", MID, M, 1)], HIGH, "node2"),
-    ("SB8", THREE, [("node1", MID, M, 4), ("node1", MID, M, 2), ("node2", MID, M, 5), ("node2", MID, M, 1),
-                    ("node3", MID, M, 3), ("node3", MID, M, 6)], HIGH, "node3"),
-    ("SB9", THREE, [("node1", LOW, M, 4), ("node1", MID, M, 2), ("node2", MID, M, 6), ("node2", LOW, M, 1),
-                    ("node3", LOW, M, 3), ("node3", MID, M, 5)], HIGH, "node2"),
+    (
+        "SB2",
+        THREE,
+        [
+            ("node1", MID, M, 0),
+            ("node1", MID, L, 0),
+            ("node2", MID, M, 0),
+            ("node2", LOW, M, 0),
+            ("node3", LOW, M, 0),
+            ("node3", LOW, M, 0),
+        ],
+        HIGH,
+        "node3",
+    ),
+    (
+        "SB3",
+        THREE,
+        [
+            ("node1", MID, M, 0),
+            ("node1", MID, L, 0),
+            ("node2", MID, L, 0),
+            ("node2", LOW, M, 0),
+            ("node3", MID, M, 0),
+            ("node3", MID, M, 0),
+        ],
+        HIGH,
+        "node2",
+    ),
+    (
+        "SB4",
+        THREE,
+        [
+            ("node1", MID, S, 0),
+            ("node1", NEG, S, 0),
+            ("node1", MID, S, 0),
+            ("node1", NEG, S, 0),
+            ("node2", MID, L, 0),
+            ("node2", NEG, M, 0),
+            ("node3", MID, M, 0),
+            ("node3", NEG, S, 0),
+            ("node3", LOW, S, 0),
+        ],
+        HIGH,
+        "node2",
+    ),
+    (
+        "SB5",
+        THREE,
+        [
+            ("node1", MID, S, 0),
+            ("node1", NEG, S, 0),
+            ("node1", NEG, S, 0),
+            ("node2", MID, L, 0),
+            ("node2", NEG, M, 0),
+            ("node3", MID, M, 0),
+            ("node3", NEG, S, 0),
+            ("node3", LOW, S, 0),
+        ],
+        HIGH,
+        "node2",
+    ),
+    (
+        "SB6",
+        [*THREE, node("node4")],
+        [
+            ("node1", MID, S, 0),
+            ("node1", LOW, S, 0),
+            ("node1", LOW, S, 0),
+            ("node2", HIGH, L, 0),
+            ("node3", MID, M, 0),
+            ("node3", LOW, S, 0),
+            ("node3", LOW, S, 0),
+            ("node3", LOW, M, 0),
+            ("node4", MID, M, 0),
+            ("node4", MID, S, 0),
+            ("node4", MID, S, 0),
+            ("node4", NEG, S, 0),
+        ],
+        VERY_HIGH,
+        "node1",
+    ),
+    (
+        "SB7",
+        THREE,
+        [
+            ("node1", MID, M, 2),
+            ("node1", MID, M, 2),
+            ("node2", MID, M, 3),
+            ("node2", MID, M, 3),
+            ("node3", MID, M, 1),
+            ("node3", MID, M, 1),
+        ],
+        HIGH,
+        "node2",
+    ),
+    (
+        "SB8",
+        THREE,
+        [
+            ("node1", MID, M, 4),
+            ("node1", MID, M, 2),
+            ("node2", MID, M, 5),
+            ("node2", MID, M, 1),
+            ("node3", MID, M, 3),
+            ("node3", MID, M, 6),
+        ],
+        HIGH,
+        "node3",
+    ),
+    (
+        "SB9",
+        THREE,
+        [
+            ("node1", LOW, M, 4),
+            ("node1", MID, M, 2),
+            ("node2", MID, M, 6),
+            ("node2", LOW, M, 1),
+            ("node3", LOW, M, 3),
+            ("node3", MID, M, 5),
+        ],
+        HIGH,
+        "node2",
+    ),
 ]
 
 
@@ -196,12 +387,18 @@ def test_pf2_equal_priority_gives_no_victims_and_clears_the_nomination():
 def test_pf3_pf4_unresolvable_or_absent_node_is_not_helpful(diagnosis):
     result = run(pod("pre", "", 1000), [node("node1", ONE_POD_NODE), pod("p1", "node1")], diagnosis=diagnosis)
     assert (result.outcome, result.node) == (NO_CANDIDATES, None)
-    assert result.message == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    assert (
+        result.message == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
 
 
 def test_pf5_picks_the_node_with_the_lower_priority_victim():
-    objects = [node("node1", ONE_POD_NODE), node("node2", ONE_POD_NODE),
-               pod("p1", "node1", 1000), pod("p2", "node2", 0)]
+    objects = [
+        node("node1", ONE_POD_NODE),
+        node("node2", ONE_POD_NODE),
+        pod("p1", "node1", 1000),
+        pod("p2", "node2", 0),
+    ]
     result = run(pod("pre", "", 100), objects)
     assert (result.node, [p.name for p in result.victims]) == ("node2", ["p2"])
 
@@ -210,7 +407,8 @@ def test_pf6_victims_are_resorted_so_the_highest_priority_victim_counts():
     """#128307: node1 evicts [p1 (1000, PDB-ok), p2 (0, PDB-violating)]; its top victim is p1, so node2 wins."""
     key = "test.kubernetes.io/is-violating-pdb"
     objects = [
-        node("node1", ONE_POD_NODE), node("node2", ONE_POD_NODE),
+        node("node1", ONE_POD_NODE),
+        node("node2", ONE_POD_NODE),
         pod("p1", "node1", 1000, labels={key: "non-violating"}),
         pod("p2", "node1", 0, labels={key: "violating"}),
         pod("p3", "node2", 100, labels={key: "violating"}),
@@ -227,7 +425,12 @@ SMALL_NODE = {"cpu": "200m", "memory": "400"}
 
 
 def test_pf8_dry_run_reports_insufficient_cpu_when_the_filter_said_unschedulable():
-    objects = [node("node1", SMALL_NODE), node("node2", SMALL_NODE), pod("p1", "node1", 0), pod("p2", "node2", 0)]
+    objects = [
+        node("node1", SMALL_NODE),
+        node("node2", SMALL_NODE),
+        pod("p1", "node1", 0),
+        pod("p2", "node2", 0),
+    ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U})
     assert (result.outcome, result.node) == (NO_CANDIDATES, None)
     assert result.message == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
@@ -235,14 +438,27 @@ def test_pf8_dry_run_reports_insufficient_cpu_when_the_filter_said_unschedulable
 
 def test_pf8_without_injected_statuses_a_request_above_allocatable_is_unresolvable():
     """Since #131345 NodeResourcesFit itself returns UnschedulableAndUnresolvable for such a request."""
-    objects = [node("node1", SMALL_NODE), node("node2", SMALL_NODE), pod("p1", "node1", 0), pod("p2", "node2", 0)]
+    objects = [
+        node("node1", SMALL_NODE),
+        node("node2", SMALL_NODE),
+        pod("p1", "node1", 0),
+        pod("p2", "node2", 0),
+    ]
     result = run(pod("pre", "", 1000, L), objects)
-    assert result.message == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    assert (
+        result.message == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
 
 
 def test_pf9_histogram_of_dry_run_failures():
-    objects = [node("node1", ONE_POD_NODE), node("node2", SMALL_NODE), node("node3", ONE_POD_NODE),
-               pod("p1", "node1", 1000), pod("p2", "node2", 0), pod("p3", "node3", 1000)]
+    objects = [
+        node("node1", ONE_POD_NODE),
+        node("node2", SMALL_NODE),
+        node("node3", ONE_POD_NODE),
+        pod("p1", "node1", 1000),
+        pod("p2", "node2", 0),
+        pod("p3", "node3", 1000),
+    ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U, "node3": U})
     assert result.message == (
         "preemption: 0/3 nodes are available: 1 Insufficient cpu, 2 No preemption victims found for incoming pod."
@@ -250,7 +466,11 @@ def test_pf9_histogram_of_dry_run_failures():
 
 
 def test_pf10_mixes_dry_run_failures_and_unhelpful_nodes():
-    objects = [*(node(f"node{i}", SMALL_NODE) for i in range(1, 5)), pod("p1", "node1", 0), pod("p2", "node2", 0)]
+    objects = [
+        *(node(f"node{i}", SMALL_NODE) for i in range(1, 5)),
+        pod("p1", "node1", 0),
+        pod("p2", "node2", 0),
+    ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U, "node4": UU})
     assert result.message == (
         "preemption: 0/4 nodes are available: 2 Insufficient cpu, 2 Preemption is not helpful for scheduling."
@@ -262,8 +482,13 @@ ELIGIBILITY = [
     ("E1", pod("pre", "", HIGH, nominated="node1"), [pod("p1", "node1", LOW, terminating=True)], UU, True),
     ("E2", pod("pre", "", HIGH), [], None, True),
     ("E3", pod("pre", "", HIGH, policy="Never"), [], None, False),
-    ("E4", pod("pre", "", HIGH, nominated="node1"),
-     [pod("p1", "node1", LOW, terminating=True, preempted=True)], U, False),
+    (
+        "E4",
+        pod("pre", "", HIGH, nominated="node1"),
+        [pod("p1", "node1", LOW, terminating=True, preempted=True)],
+        U,
+        False,
+    ),
     ("E5", pod("pre", "", HIGH, nominated="node1"), [pod("p1", "node1", LOW, terminating=True)], U, True),
 ]
 
@@ -292,8 +517,12 @@ def test_e4_waiting_for_its_victims_keeps_the_nomination():
 
 
 def test_a_higher_priority_terminating_pod_does_not_block():
-    objects = [node("node1", ONE_POD_NODE), pod("p1", "node1", VERY_HIGH, terminating=True, preempted=True),
-               node("node2", ONE_POD_NODE), pod("p2", "node2", LOW)]
+    objects = [
+        node("node1", ONE_POD_NODE),
+        pod("p1", "node1", VERY_HIGH, terminating=True, preempted=True),
+        node("node2", ONE_POD_NODE),
+        pod("p2", "node2", LOW),
+    ]
     result = run(pod("pre", "", HIGH, nominated="node1"), objects)
     assert (result.outcome, result.node) == (PREEMPT, "node2")
 
@@ -301,7 +530,8 @@ def test_a_higher_priority_terminating_pod_does_not_block():
 # --- TestPreempt (nodes VL, every node Unschedulable) ---------------------------------------------------------
 P1_OBJECTS = [
     *THREE,
-    pod("p1.1", "node1", LOW, S), pod("p1.2", "node1", LOW, S),
+    pod("p1.1", "node1", LOW, S),
+    pod("p1.2", "node1", LOW, S),
     pod("p2.1", "node2", HIGH, L),
     pod("p3.1", "node3", MID, M),
 ]
@@ -321,8 +551,16 @@ def test_preempt(policy, expected):
 def test_preempt_again_with_the_victims_terminating_does_nothing():
     first = run(pod("pre", "", HIGH, VL), P1_OBJECTS)
     marked = [
-        pod(o["metadata"]["name"], o["spec"]["nodeName"], o["spec"]["priority"], S, terminating=True, preempted=True)
-        if o["kind"] == "Pod" and o["metadata"]["name"] in {v.name for v in first.victims} else o
+        pod(
+            o["metadata"]["name"],
+            o["spec"]["nodeName"],
+            o["spec"]["priority"],
+            S,
+            terminating=True,
+            preempted=True,
+        )
+        if o["kind"] == "Pod" and o["metadata"]["name"] in {v.name for v in first.victims}
+        else o
         for o in P1_OBJECTS
     ]
     again = run(pod("pre", "", HIGH, VL, nominated=first.node), marked)
@@ -345,7 +583,9 @@ NODES_WHERE_PREEMPTION_MIGHT_HELP = [
 FOUR = [node(f"node{i}") for i in range(1, 5)]
 
 
-@pytest.mark.parametrize(("codes", "expected"), [pytest.param(*r[1:], id=r[0]) for r in NODES_WHERE_PREEMPTION_MIGHT_HELP])
+@pytest.mark.parametrize(
+    ("codes", "expected"), [pytest.param(*r[1:], id=r[0]) for r in NODES_WHERE_PREEMPTION_MIGHT_HELP]
+)
 def test_nodes_where_preemption_might_help_from_stated_statuses(codes, expected):
     statuses = {f"node{i}": (U if c == "U" else UU) for i, c in enumerate(codes, 1)}
     assert {n.name for n in potential_nodes(snapshot(FOUR), statuses)} == expected
@@ -377,8 +617,14 @@ def test_nodes_where_preemption_might_help_from_real_filters(reasons, expected):
     for i, reason in enumerate(reasons, 1):
         name = f"node{i}"
         _, shape = REASONS[reason]
-        objects.append(node(name, labels=shape.get("labels", ZONE_NODE["labels"]), taints=shape.get("taints", ()),
-                            unschedulable=shape.get("unschedulable", False)))
+        objects.append(
+            node(
+                name,
+                labels=shape.get("labels", ZONE_NODE["labels"]),
+                taints=shape.get("taints", ()),
+                unschedulable=shape.get("unschedulable", False),
+            )
+        )
         if reason == "host-port":
             objects.append(pod(f"p{i}", name, LOW, S, host_ports=[8080]))
         else:
@@ -399,7 +645,8 @@ def test_the_pod_fits_as_things_stand_so_nothing_is_preempted():
 
 def test_nominated_pods_of_higher_priority_occupy_the_node_and_lower_ones_lose_their_nomination():
     objects = [
-        node("node1"), pod("p1", "node1", LOW, L),
+        node("node1"),
+        pod("p1", "node1", LOW, L),
         pod("n-high", "", VERY_HIGH, M, nominated="node1"),
         pod("n-low", "", LOW, VL, nominated="node1"),
     ]
@@ -412,13 +659,17 @@ def test_nominated_pods_of_higher_priority_occupy_the_node_and_lower_ones_lose_t
     assert without_high.outcome == PREEMPT and [p.name for p in without_high.victims] == ["p1"]
 
 
-
 # --- Legacy 2020 generic_scheduler_test.go rows whose expectation changed -----------------------------------
 def test_l2_a_node_without_victims_is_no_candidate_any_more():
     """2020: machine3 (empty) won at once with 0 victims. Today, with every node stated Unschedulable,
     machine3 yields "No preemption victims found" and machine1/machine2 tie (ours: the first examined)."""
-    objects = [node("machine1"), node("machine2"), node("machine3"),
-               pod("m1.1", "machine1", MID, L), pod("m2.1", "machine2", MID, L)]
+    objects = [
+        node("machine1"),
+        node("machine2"),
+        node("machine3"),
+        pod("m1.1", "machine1", MID, L),
+        pod("m2.1", "machine2", MID, L),
+    ]
     diagnosis = {"machine1": U, "machine2": U, "machine3": U}
     result = run(pod("pre", "", HIGH, L), objects, diagnosis=diagnosis)
     assert (result.node, [p.name for p in result.victims]) == ("machine1", ["m1.1"])
@@ -428,14 +679,23 @@ def test_l2_a_node_without_victims_is_no_candidate_any_more():
 
 
 def test_a_victim_already_terminating_is_still_listed_and_counted():
-    objects = [node("node1"), pod("going", "node1", LOW, L, terminating=True), node("node2"), pod("p", "node2", LOW, L)]
+    objects = [
+        node("node1"),
+        pod("going", "node1", LOW, L, terminating=True),
+        node("node2"),
+        pod("p", "node2", LOW, L),
+    ]
     result = run(pod("pre", "", HIGH, L), objects)
     # node2 needs one victim of priority 0 too; both tie until the adjusted sums, equal as well: first examined
     assert (result.node, [p.name for p in result.victims]) == ("node1", ["going"])
 
 
 def test_no_candidates_clears_the_pods_own_nomination():
-    result = run(pod("pre", "", LOW, nominated="node1"), [node("node1", ONE_POD_NODE), pod("p1", "node1", HIGH)])
+    result = run(
+        pod("pre", "", LOW, nominated="node1"), [node("node1", ONE_POD_NODE), pod("p1", "node1", HIGH)]
+    )
     assert result.outcome == NO_CANDIDATES
-    assert result.message == ("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
-                              " Its nomination to node1 is cleared.")
+    assert result.message == (
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        " Its nomination to node1 is cleared."
+    )

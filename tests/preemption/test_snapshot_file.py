@@ -21,7 +21,8 @@ def owned(name, node_name, owners):
     """A pod whose ownerReferences look like items (apiVersion, kind, metadata...): a tempting wrong cut."""
     obj = pod(name, node_name, LOW, L, labels={"app": "web"})
     obj["metadata"]["ownerReferences"] = [
-        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"x": 1}, "name": f"rs-{i}"} for i in range(owners)
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"x": 1}, "name": f"rs-{i}"}
+        for i in range(owners)
     ]
     return obj
 
@@ -29,7 +30,11 @@ def owned(name, node_name, owners):
 OBJECTS = [
     node("node1"),
     *[owned(f"p{i}", "node1", i % 3) for i in range(12)],
-    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "odd", "annotations": {"a": "}, {\"apiVersion\": x"}}},
+    {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "odd", "annotations": {"a": '}, {"apiVersion": x'}},
+    },
     node("node2"),
 ]
 LAYOUTS = {
@@ -40,9 +45,19 @@ LAYOUTS = {
     "yaml": lambda doc: yaml.safe_dump(doc),
     "array": lambda doc: json.dumps(doc["items"]),
     # As the API server writes list items: metadata first, no kind (plan --kubeconfig's objects gain it last).
-    "api-server": lambda doc: json.dumps({**doc, "items": [
-        {"metadata": o["metadata"], **{k: v for k, v in o.items() if k not in ("metadata", "kind")}, "kind": o["kind"]}
-        for o in doc["items"]]}),
+    "api-server": lambda doc: json.dumps(
+        {
+            **doc,
+            "items": [
+                {
+                    "metadata": o["metadata"],
+                    **{k: v for k, v in o.items() if k not in ("metadata", "kind")},
+                    "kind": o["kind"],
+                }
+                for o in doc["items"]
+            ],
+        }
+    ),
 }
 
 

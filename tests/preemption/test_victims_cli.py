@@ -282,14 +282,21 @@ def gpu_pod(name: str, **kw) -> dict:
 
 def test_limits_only_extended_resources_are_requested(files, capsys):
     gpu_node = node(**{"nvidia.com/gpu": "1"})
-    code, out, _ = run(capsys, files(gpu_node, pod_list(gpu_pod("running", priority=0)),
-                                     gpu_pod("new", priority=0)))
+    code, out, _ = run(
+        capsys, files(gpu_node, pod_list(gpu_pod("running", priority=0)), gpu_pod("new", priority=0))
+    )
     got = json.loads(out)
     assert (code, got["admit"]) == (1, False)
     assert [r["resource"] for r in got["reasons"]] == ["nvidia.com/gpu"]
     # as a critical pod it evicts the GPU holder, a Guaranteed-looking limits-only pod counted by its requests
-    code, out, _ = run(capsys, files(gpu_node, pod_list(gpu_pod("running", priority=0)),
-                                     gpu_pod("new", priority=2_000_000_000, namespace="kube-system")))
+    code, out, _ = run(
+        capsys,
+        files(
+            gpu_node,
+            pod_list(gpu_pod("running", priority=0)),
+            gpu_pod("new", priority=2_000_000_000, namespace="kube-system"),
+        ),
+    )
     assert code == 0 and [v["name"] for v in json.loads(out)["victims"]] == ["running"]
 
 
@@ -297,7 +304,10 @@ def test_an_invalid_pod_name_is_refused_with_the_api_servers_message(files, caps
     bad = pod("new", "1", namespace="FILLED BY THE OPERATOR")
     code, _, err = run(capsys, files(node(), pod_list(), bad))
     assert code == 2
-    assert 'Pod "new" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR": a lowercase' in err
+    assert (
+        'Pod "new" is invalid: metadata.namespace: Invalid value: "FILLED BY THE OPERATOR": a lowercase'
+        in err
+    )
 
 
 def test_a_missing_kubeconfig_says_not_found(tmp_path, capsys):

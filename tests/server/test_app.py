@@ -324,9 +324,7 @@ def test_metrics_count_by_labels(client: Any) -> None:
     post(
         client,
         "/mutate",
-        review(
-            {"metadata": {"name": "d"}}, gvr={"group": "", "version": "v1", "resource": "services"}
-        ),
+        review({"metadata": {"name": "d"}}, gvr={"group": "", "version": "v1", "resource": "services"}),
     )
     deltas = {k: (value(*k) - before[k][0], count(*k) - before[k][1]) for k in keys}
     assert deltas == {keys[0]: (2, 2), keys[1]: (1, 1), keys[2]: (1, 1), keys[3]: (1, 1), keys[4]: (1, 1)}

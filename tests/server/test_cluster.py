@@ -63,10 +63,14 @@ def test_reviews_before_the_first_sync_are_503_never_judged_on_nothing(tmp_path:
         api.stall()
         with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
             assert ready(server) == 503
-            answer = requests.post(server.url + "/mutate", json=review(pod()), verify=str(server.ca_file), timeout=30)
+            answer = requests.post(
+                server.url + "/mutate", json=review(pod()), verify=str(server.ca_file), timeout=30
+            )
             # 503 makes the API server apply the failurePolicy; an empty set would have said priority 0.
             assert answer.status_code == 503
-            assert answer.json() == {"error": "PriorityClasses not synced yet: answering now would misjudge every pod"}
+            assert answer.json() == {
+                "error": "PriorityClasses not synced yet: answering now would misjudge every pod"
+            }
 
             api.release()
             wait_for(lambda: ready(server) == 200, timeout=60, what="/readyz once the API answers")

@@ -277,11 +277,15 @@ def test_connections_are_kept_alive(server: WebhookServer) -> None:
 
 def mutate_request(uid: str) -> bytes:
     body = json.dumps(review(pod(), uid=uid)).encode()
-    return (b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return (
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
 
 
-def test_requests_back_to_back_after_a_pause_and_pipelined_share_one_connection(server: WebhookServer) -> None:
+def test_requests_back_to_back_after_a_pause_and_pipelined_share_one_connection(
+    server: WebhookServer,
+) -> None:
     """A kept-alive connection as the API server uses it: a request right after the answer, one after the
     connection went back to gunicorn's poller, and two sent in one write (the second read ahead with the
     first): each is answered once and in order, and the connection stays usable."""

@@ -59,7 +59,9 @@ def test_certificate_expiry_follows_the_served_certificate_through_a_rotation(tm
             values = samples(text, "priority_webhook_serving_certificate_expiry_seconds")
             return bool(values) and values[0][1] > 80 * 86400
 
-        wait_for(rotated, timeout=30, interval=0.5, what="the expiry metric to follow the rotated certificate")
+        wait_for(
+            rotated, timeout=30, interval=0.5, what="the expiry metric to follow the rotated certificate"
+        )
 
 
 def test_build_info_and_failure_counters_are_there_from_the_start(tmp_path: Path) -> None:
@@ -67,8 +69,10 @@ def test_build_info_and_failure_counters_are_there_from_the_start(tmp_path: Path
         text = server.session.get(server.url + "/metrics", timeout=5).text
     ((labels, value),) = samples(text, "priority_webhook_build_info")
     assert value == 1 and labels["version"] == __version__ and labels["python_version"]
-    counted = {(lab["webhook"], lab["operation"], lab["resource"], lab["result"]): v
-               for lab, v in samples(text, "priority_webhook_admission_requests_total")}
+    counted = {
+        (lab["webhook"], lab["operation"], lab["resource"], lab["result"]): v
+        for lab, v in samples(text, "priority_webhook_admission_requests_total")
+    }
     for webhook, operation, resource in metrics.ROUTES:
         for result in ("error", "unavailable"):
             assert counted[(webhook, operation, resource, result)] == 0
@@ -96,8 +100,14 @@ def test_sidecar_metrics_carry_no_node_names_and_start_at_zero() -> None:
     agent = Sidecar(None, Settings(node_name="node-a.example.internal"))  # type: ignore[arg-type]
     assert [r.name for r in agent.reflectors] == ["node", "pods"]
     for reason in sidecar_metrics.KNOWN_FAILURE_REASONS:
-        value = REGISTRY.get_sample_value("priority_webhook_sidecar_eviction_failures_total", {"reason": reason})
+        value = REGISTRY.get_sample_value(
+            "priority_webhook_sidecar_eviction_failures_total", {"reason": reason}
+        )
         assert value is not None
-    assert REGISTRY.get_sample_value(
-        "priority_webhook_sidecar_build_info", {"version": __version__, "python_version": __import__("platform").python_version()}
-    ) == 1
+    assert (
+        REGISTRY.get_sample_value(
+            "priority_webhook_sidecar_build_info",
+            {"version": __version__, "python_version": __import__("platform").python_version()},
+        )
+        == 1
+    )

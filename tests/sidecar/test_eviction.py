@@ -156,7 +156,9 @@ def test_a_keyed_event_is_recorded_once_even_by_another_process(cluster, client)
     second = EventRecorder(client, component="priority-webhook-sidecar", host="node-a")
     assert first.record(victim, "Warning", "Preempting", "m", key="preempting/uid-web")
     assert second.record(victim, "Warning", "Preempting", "m", key="preempting/uid-web")
-    assert second.record(victim, "Warning", "EvictionFailed", "m", key="evict-failed/x/uid-web/TooManyRequests")
+    assert second.record(
+        victim, "Warning", "EvictionFailed", "m", key="evict-failed/x/uid-web/TooManyRequests"
+    )
     assert sorted(e["reason"] for e in cluster.events("web")) == ["EvictionFailed", "Preempting"]
 
 

@@ -55,7 +55,9 @@ SCENARIOS = {
     "PDB 429 until the budget allows": Faults(pdb_refusals=2),
     "watches dropped and expired": Faults(drop_watches=True),
     "everything at once": Faults(server_errors=2, throttled=1, pdb_refusals=2, drop_watches=True),
-    "everything at once, with a restart": Faults(server_errors=2, pdb_refusals=2, drop_watches=True, restart=True),
+    "everything at once, with a restart": Faults(
+        server_errors=2, pdb_refusals=2, drop_watches=True, restart=True
+    ),
 }
 
 
@@ -82,9 +84,11 @@ def dropping_watches(cluster, enabled: bool) -> Iterator[None]:
 def guard(cluster, allowed: int) -> dict:
     return cluster.api.create(
         "poddisruptionbudgets",
-        {"metadata": {"name": "guard", "namespace": "default"},
-         "spec": {"selector": {"matchLabels": {"app": "guarded"}}, "minAvailable": 1},
-         "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1}},
+        {
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "guarded"}}, "minAvailable": 1},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1},
+        },
         "default",
     )
 
@@ -119,12 +123,17 @@ def test_exactly_the_victims_are_evicted_once(cluster, sidecar, faults):
             wait_for(lambda: len(cluster.evictions.attempts) >= faults.server_errors, what="500s served")
             cluster.evictions.fail_next(faults.throttled, 429)
         if faults.restart:
-            wait_for(lambda: any(s == 201 for v in VICTIMS for s in statuses(cluster, v)), what="a first eviction")
+            wait_for(
+                lambda: any(s == 201 for v in VICTIMS for s in statuses(cluster, v)), what="a first eviction"
+            )
             agent.stop()
             agent = sidecar()
         if faults.pdb_refusals:
-            wait_for(lambda: statuses(cluster, "guarded").count(429) >= faults.pdb_refusals, timeout=20,
-                     what="PDB refusals retried")
+            wait_for(
+                lambda: statuses(cluster, "guarded").count(429) >= faults.pdb_refusals,
+                timeout=20,
+                what="PDB refusals retried",
+            )
             pdb = cluster.api.get("poddisruptionbudgets", "guard", "default")
             pdb["status"]["disruptionsAllowed"] = 1  # the disruption controller sees a replacement up
             cluster.api.update("poddisruptionbudgets", pdb, "default")
@@ -133,8 +142,11 @@ def test_exactly_the_victims_are_evicted_once(cluster, sidecar, faults):
             cluster.api.expire_watches()  # a 410 while the kubelet finishes the victims
         for victim in VICTIMS:
             cluster.finish(victim)
-        wait_for(lambda: (record_of(cluster.pod("crit")) or {}).get("state") == rec.DONE, timeout=30,
-                 what="preemption done")
+        wait_for(
+            lambda: (record_of(cluster.pod("crit")) or {}).get("state") == rec.DONE,
+            timeout=30,
+            what="preemption done",
+        )
 
     steps = agent.steps
     wait_for(lambda: agent.steps >= steps + 3, what="more sidecar passes after the preemption")

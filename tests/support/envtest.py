@@ -79,10 +79,14 @@ def free_ports(count: int) -> list[int]:
 def _service_account_keys() -> tuple[bytes, bytes]:
     """The service-account token signer (ES256): private key PEM, public key PEM."""
     key = ec.generate_private_key(ec.SECP256R1())
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     return private, public
 
 
@@ -126,7 +130,10 @@ class Process:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.popen = subprocess.Popen(
-                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
 
@@ -177,8 +184,13 @@ class ControlPlane:
         scheduler: bool = False,
         timeout: float = 120.0,
     ) -> Iterator[ControlPlane]:
-        plane = cls.create(workdir, apiserver_args=apiserver_args,
-                           controller_manager=controller_manager, scheduler=scheduler, timeout=timeout)
+        plane = cls.create(
+            workdir,
+            apiserver_args=apiserver_args,
+            controller_manager=controller_manager,
+            scheduler=scheduler,
+            timeout=timeout,
+        )
         try:
             yield plane
         finally:
@@ -200,58 +212,105 @@ class ControlPlane:
         pki.mkdir(exist_ok=True)
         etcd_port, peer_port, api_port, cm_port, sched_port = free_ports(5)
         ca = tls.create_ca("envtest CA", days=3650)
-        serving = tls.create_serving_cert(ca, ["127.0.0.1", "localhost", "kubernetes",
-                                               "kubernetes.default", "kubernetes.default.svc"], days=30)
+        serving = tls.create_serving_cert(
+            ca,
+            ["127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            days=30,
+        )
         front_ca = tls.create_ca("envtest front-proxy CA", days=3650)
         files = {
-            "ca.crt": ca.cert_pem(), "ca.key": ca.key_pem(),
-            "apiserver.crt": serving.cert_pem(), "apiserver.key": serving.key_pem(),
+            "ca.crt": ca.cert_pem(),
+            "ca.key": ca.key_pem(),
+            "apiserver.crt": serving.cert_pem(),
+            "apiserver.key": serving.key_pem(),
             "front-proxy-ca.crt": front_ca.cert_pem(),
         }
         files["sa.key"], files["sa.pub"] = _service_account_keys()
         front_client = tls.create_client_cert(front_ca, "front-proxy-client", days=30)
         files["front-proxy-client.crt"], files["front-proxy-client.key"] = (
-            front_client.cert_pem(), front_client.key_pem())
+            front_client.cert_pem(),
+            front_client.key_pem(),
+        )
         for name, data in files.items():
             tls.write_file(pki / name, data, 0o600)
         url = f"https://127.0.0.1:{api_port}"
-        plane = cls(workdir, assets, url, f"http://127.0.0.1:{etcd_port}", workdir / "admin.kubeconfig",
-                    pki / "ca.crt", ca)
+        plane = cls(
+            workdir,
+            assets,
+            url,
+            f"http://127.0.0.1:{etcd_port}",
+            workdir / "admin.kubeconfig",
+            pki / "ca.crt",
+            ca,
+        )
         plane.write_kubeconfig(plane.kubeconfig, "admin", ("system:masters",))
         with _LIVE_LOCK:
             _LIVE.add(plane)
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+            signal.SIG_DFL,
+            None,
+        ):
             signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            plane._add("etcd", [
-                str(assets / "etcd"), "--name", "default", "--data-dir", str(workdir / "etcd-data"),
-                "--listen-client-urls", plane.etcd_url, "--advertise-client-urls", plane.etcd_url,
-                "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-                "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
-                "--initial-cluster-state", "new", "--log-level", "warn", "--logger", "zap",
-            ], lambda: plane._etcd_healthy(), timeout)
-            plane._add("kube-apiserver", [
-                str(assets / "kube-apiserver"),
-                "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={api_port}",
-                f"--etcd-servers={plane.etcd_url}", f"--cert-dir={workdir / 'apiserver-certs'}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
-                "--allow-privileged=true", "--endpoint-reconciler-type=none",
-                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-                "--requestheader-allowed-names=front-proxy-client",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-                *apiserver_args,
-            ], plane.ready, timeout)
+            plane._add(
+                "etcd",
+                [
+                    str(assets / "etcd"),
+                    "--name",
+                    "default",
+                    "--data-dir",
+                    str(workdir / "etcd-data"),
+                    "--listen-client-urls",
+                    plane.etcd_url,
+                    "--advertise-client-urls",
+                    plane.etcd_url,
+                    "--listen-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-advertise-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-cluster",
+                    f"default=http://127.0.0.1:{peer_port}",
+                    "--initial-cluster-state",
+                    "new",
+                    "--log-level",
+                    "warn",
+                    "--logger",
+                    "zap",
+                ],
+                lambda: plane._etcd_healthy(),
+                timeout,
+            )
+            plane._add(
+                "kube-apiserver",
+                [
+                    str(assets / "kube-apiserver"),
+                    "--advertise-address=127.0.0.1",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={api_port}",
+                    f"--etcd-servers={plane.etcd_url}",
+                    f"--cert-dir={workdir / 'apiserver-certs'}",
+                    f"--tls-cert-file={pki / 'apiserver.crt'}",
+                    f"--tls-private-key-file={pki / 'apiserver.key'}",
+                    f"--client-ca-file={pki / 'ca.crt'}",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    f"--service-account-key-file={pki / 'sa.pub'}",
+                    f"--service-account-signing-key-file={pki / 'sa.key'}",
+                    f"--service-cluster-ip-range={SERVICE_CIDR}",
+                    "--authorization-mode=RBAC",
+                    "--allow-privileged=true",
+                    "--endpoint-reconciler-type=none",
+                    f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                    "--requestheader-allowed-names=front-proxy-client",
+                    "--requestheader-username-headers=X-Remote-User",
+                    "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                    f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                    f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                    *apiserver_args,
+                ],
+                plane.ready,
+                timeout,
+            )
             plane.version = str(plane.get("/version").json()["gitVersion"])
             if controller_manager:
                 plane._start_controller_manager(cm_port, timeout)
@@ -280,28 +339,54 @@ class ControlPlane:
         kubeconfig = self.workdir / "controller-manager.kubeconfig"
         self.write_kubeconfig(kubeconfig, "system:kube-controller-manager")
         pki = self.workdir / "pki"
-        self._add("kube-controller-manager", [
-            str(self.assets / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={self.workdir / 'cm-certs'}",
-            "--leader-elect=false", "--controllers=*", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-        ], lambda: self._component_healthy(port), timeout)
+        self._add(
+            "kube-controller-manager",
+            [
+                str(self.assets / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'cm-certs'}",
+                "--leader-elect=false",
+                "--controllers=*",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+            ],
+            lambda: self._component_healthy(port),
+            timeout,
+        )
         # Pods can be created only once the service-account controller has made `default`.
-        wait_for(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default").status_code == 200,
-                 timeout=timeout, interval=0.2, what="ServiceAccount default/default")
+        wait_for(
+            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default").status_code == 200,
+            timeout=timeout,
+            interval=0.2,
+            what="ServiceAccount default/default",
+        )
 
     def _start_scheduler(self, port: int, timeout: float) -> None:
         kubeconfig = self.workdir / "scheduler.kubeconfig"
         self.write_kubeconfig(kubeconfig, "system:kube-scheduler")
-        self._add("kube-scheduler", [
-            str(self.assets / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={port}",
-            f"--cert-dir={self.workdir / 'scheduler-certs'}", "--leader-elect=false",
-        ], lambda: self._component_healthy(port), timeout)
+        self._add(
+            "kube-scheduler",
+            [
+                str(self.assets / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--leader-elect=false",
+            ],
+            lambda: self._component_healthy(port),
+            timeout,
+        )
 
     def stop(self) -> None:
         """Scheduler and controller manager first, then the API server, then etcd (as a cluster stops)."""
@@ -362,8 +447,9 @@ class ControlPlane:
         with self.session() as session:
             return session.get(self.url + path, timeout=5)
 
-    def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = (), *,
-                         token: str | None = None) -> Path:
+    def write_kubeconfig(
+        self, path: Path, user: str, groups: tuple[str, ...] = (), *, token: str | None = None
+    ) -> Path:
         """A kubeconfig for `user` (client certificate in `groups`), or for a bearer `token`."""
         credentials: dict[str, str]
         if token is not None:
@@ -375,13 +461,22 @@ class ControlPlane:
                 stem = self.workdir / "pki" / "admin"
             tls.write_file(stem.with_name(stem.name + ".crt"), pair.cert_pem(), 0o600)
             tls.write_file(stem.with_name(stem.name + ".key"), pair.key_pem(), 0o600)
-            credentials = {"client-certificate-data": base64.b64encode(pair.cert_pem()).decode(),
-                           "client-key-data": base64.b64encode(pair.key_pem()).decode()}
+            credentials = {
+                "client-certificate-data": base64.b64encode(pair.cert_pem()).decode(),
+                "client-key-data": base64.b64encode(pair.key_pem()).decode(),
+            }
         config = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "envtest", "cluster": {
-                "server": self.url,
-                "certificate-authority-data": base64.b64encode(self.ca.cert_pem()).decode()}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "envtest",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.ca.cert_pem()).decode(),
+                    },
+                }
+            ],
             "users": [{"name": user, "user": credentials}],
             "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
             "current-context": "envtest",
@@ -395,21 +490,37 @@ class ControlPlane:
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=3600s").stdout.strip()
         return self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token=token)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                kubeconfig: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl against this control plane; `check` raises with its stderr."""
         result = subprocess.run(
             [str(self.assets / "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
-            input=input, capture_output=True, text=True, timeout=timeout,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}"
+            )
         return result
 
     def apply(self, *objects: dict[str, Any], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         """`kubectl apply -f -` of the objects (as a v1 List)."""
-        return self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                   "items": list(objects)}), **kwargs)
+        return self.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+            **kwargs,
+        )
 
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
@@ -420,8 +531,9 @@ class ControlPlane:
         key = base64.b64encode(secrets.token_hex(4).encode()).decode()
         header = requests.post(self.etcd_url + "/v3/kv/range", json={"key": key}, timeout=5).json()["header"]
         revision = int(header["revision"])
-        requests.post(self.etcd_url + "/v3/kv/compaction", json={"revision": revision, "physical": True},
-                      timeout=30).raise_for_status()
+        requests.post(
+            self.etcd_url + "/v3/kv/compaction", json={"revision": revision, "physical": True}, timeout=30
+        ).raise_for_status()
         return revision
 
     def logs(self, lines: int = 40) -> str:
@@ -433,8 +545,9 @@ class ControlPlane:
 
 def wait_deleted(plane: ControlPlane, *args: str, timeout: float = 60.0) -> None:
     """Wait until `kubectl get ARGS` answers NotFound."""
-    wait_for(lambda: "NotFound" in plane.kubectl("get", *args, check=False).stderr,
-             timeout=timeout, interval=0.2, what=f"{' '.join(args)} to be deleted")
-
-
-
+    wait_for(
+        lambda: "NotFound" in plane.kubectl("get", *args, check=False).stderr,
+        timeout=timeout,
+        interval=0.2,
+        what=f"{' '.join(args)} to be deleted",
+    )

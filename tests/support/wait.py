@@ -9,7 +9,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.01, what: str = "") -> T:
+def wait_for(
+    condition: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.01, what: str = ""
+) -> T:
     """Poll `condition` until it returns a truthy value; fail with `what` when the deadline passes."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None

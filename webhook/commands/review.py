@@ -84,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
             _document(state, source, doc)
     if state.passed:
         kinds = ", ".join(sorted(set(state.passed)))
-        print(f"note: {len(state.passed)} object(s) passed through unchanged, priority admission does not "
-              f"apply to their kind ({kinds})", file=sys.stderr)
+        print(
+            f"note: {len(state.passed)} object(s) passed through unchanged, priority admission does not "
+            f"apply to their kind ({kinds})",
+            file=sys.stderr,
+        )
     if len(state.outputs) == 1:
         sys.stdout.write(dump(state.outputs[0], args.output))
     elif state.outputs:
@@ -211,8 +214,10 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
     if not isinstance(admitted, dict):  # a Decision: the pods would be forbidden
         name = _name(obj)
         why = admitted.message.split(" is forbidden: ", 1)[-1]
-        print(f"Error from server ({admitted.reason}): {workload_message(kind, namespace, name, why)}",
-              file=sys.stderr)
+        print(
+            f"Error from server ({admitted.reason}): {workload_message(kind, namespace, name, why)}",
+            file=sys.stderr,
+        )
         return None
     if "spec" not in admitted:
         return obj

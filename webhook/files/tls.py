@@ -152,10 +152,12 @@ def create_client_cert(ca: KeyPair, user: str, groups: tuple[str, ...] = (), day
     Name is the user, each Organization a group. Used for test control planes and their admin kubeconfig."""
     key = _new_key()
     not_before, not_after = _validity(days)
-    subject = x509.Name([
-        *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups),
-        x509.NameAttribute(NameOID.COMMON_NAME, user),
-    ])
+    subject = x509.Name(
+        [
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups),
+            x509.NameAttribute(NameOID.COMMON_NAME, user),
+        ]
+    )
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)

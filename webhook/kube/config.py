@@ -42,8 +42,12 @@ def api_client(
         if in_cluster:
             kubernetes.config.load_incluster_config(client_configuration=configuration)
         else:
-            kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
-                                               client_configuration=configuration, persist_config=False)
+            kubernetes.config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
     except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
         source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__

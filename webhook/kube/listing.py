@@ -84,7 +84,10 @@ def _get(
     """One GET through the official client (its authentication, TLS and proxies), the body as raw JSON."""
     try:
         request = client.param_serialize(
-            "GET", path, query_params=query, header_params={"Accept": "application/json"},
+            "GET",
+            path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
         response = client.call_api(*request, _request_timeout=TIMEOUT)

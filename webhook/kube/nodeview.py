@@ -26,8 +26,13 @@ def read_node_view(
     """(Node, pods bound to it). A missing node or a refused read is an InputError naming it."""
     try:
         node_obj = call_json(client, "GET", f"/api/v1/nodes/{quote(node, safe='')}", timeout=READ_TIMEOUT)
-        pods = call_json(client, "GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"},
-                         timeout=READ_TIMEOUT)
+        pods = call_json(
+            client,
+            "GET",
+            "/api/v1/pods",
+            query={"fieldSelector": f"spec.nodeName={node}"},
+            timeout=READ_TIMEOUT,
+        )
     except ApiException as err:
         if err.status == 404:
             raise InputError(f'node "{node}": not found') from None

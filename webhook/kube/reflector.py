@@ -96,8 +96,9 @@ class Reflector:
         self.resource_version = ""
         self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
         self._client = api_client
-        self._selectors = {k: v for k, v in (("fieldSelector", field_selector),
-                                            ("labelSelector", label_selector)) if v}
+        self._selectors = {
+            k: v for k, v in (("fieldSelector", field_selector), ("labelSelector", label_selector)) if v
+        }
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -159,8 +160,9 @@ class Reflector:
         if self._stopping.is_set():
             return
         delay = self._next_backoff()
-        log.warning("%s: %s %s failed (%s); retrying in %.2fs",
-                    self.name, step, self.path, _summary(err), delay)
+        log.warning(
+            "%s: %s %s failed (%s); retrying in %.2fs", self.name, step, self.path, _summary(err), delay
+        )
         # Counted once logged: whoever sees the counter move can also find the failure in the log.
         metrics.RECONNECTS.labels(self.name).inc()
         self._stopping.wait(delay)
@@ -264,7 +266,11 @@ class Reflector:
             headers.update(urllib3.make_headers(basic_auth=f"{config.username}:{config.password}"))
         url = f"{config.host}{self.path}?{urlencode(query)}"
         response = self._client.rest_client.pool_manager.request(
-            "GET", url, headers=headers, preload_content=False, retries=False,
+            "GET",
+            url,
+            headers=headers,
+            preload_content=False,
+            retries=False,
             timeout=urllib3.Timeout(connect=self.connect_timeout, read=read_timeout),
         )
         if response.status == 200:

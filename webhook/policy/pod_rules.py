@@ -31,6 +31,7 @@ class PodOptions:
 
 DEFAULT_POD_OPTIONS = PodOptions()
 
+
 def admit_pod(request: Request, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS) -> Decision:
     """Resolve and set priority, preemptionPolicy (and the class name) on CREATE; carry over on UPDATE."""
     if request.sub_resource or request.object is None:

@@ -79,8 +79,10 @@ def well_formed(body: dict[str, Any]) -> bool:
     uid, gvr = req.get("uid"), req.get("resource")
     if type(uid) is not str or not uid or type(gvr) is not dict or type(gvr.get("resource")) is not str:
         return False
-    if not (_optional(gvr.get("group", _ABSENT), str, nullable=False)
-            and _optional(gvr.get("version", _ABSENT), str, nullable=False)):
+    if not (
+        _optional(gvr.get("group", _ABSENT), str, nullable=False)
+        and _optional(gvr.get("version", _ABSENT), str, nullable=False)
+    ):
         return False
     if type(req.get("operation")) is not str or req["operation"] not in OPERATIONS:
         return False

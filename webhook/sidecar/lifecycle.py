@@ -28,7 +28,6 @@ TERMINATED = "terminated"
 STATES = (DESIRED, ACTIVE, TERMINATING, TERMINATED)
 
 
-
 def _statuses(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     status = pod.get("status") or {}
     for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):

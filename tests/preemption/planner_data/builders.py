@@ -155,4 +155,7 @@ def run(pre_obj: dict[str, Any], objects: Sequence[dict[str, Any]], **options: A
 
 def candidate_map(result: Plan) -> dict[str, tuple[list[str], int]]:
     """node -> (victim names sorted, NumPDBViolations), as upstream's dry-run tests compare them."""
-    return {c.node.name: (sorted(p.name for p in c.victims.pods), c.victims.pdb_violations) for c in result.candidates}
+    return {
+        c.node.name: (sorted(p.name for p in c.victims.pods), c.victims.pdb_violations)
+        for c in result.candidates
+    }

@@ -180,9 +180,7 @@ def plan(
     for candidate in candidates:
         if candidate is not best:
             excluded[candidate.node.name] = f"candidate, not chosen: {why_not(candidate, best, options.now)}"
-    to_clear = tuple(
-        p for p in snapshot.nominated.get(best.node.name, ()) if p.priority < preemptor.priority
-    )
+    to_clear = tuple(p for p in snapshot.nominated.get(best.node.name, ()) if p.priority < preemptor.priority)
     victims = best.victims
     violations = f", {victims.pdb_violations} of them PDB-violating" if victims.pdb_violations else ""
     return Plan(
