@@ -364,7 +364,11 @@ def serving(
                 interval=0.1,
                 what=f"webhook {name} to sync its class cache",
             )
-            hooks.append(Webhook(name, server, chart_webhook_configurations(server.url, ca_bundle)))
+            # Rendered for this API server's version: the chart leaves out fields it does not know.
+            configs = chart_webhook_configurations(
+                server.url, ca_bundle, {"kubeVersionOverride": cluster.version}
+            )
+            hooks.append(Webhook(name, server, configs))
         try:
             yield hooks
         finally:
