@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from tests.support.server import webhook_server
 from tests.support.wait import wait_for
-from webhook import __version__, tls
+from webhook import __version__
+from webhook.files import tls
 from webhook.server import metrics
 
 SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$", re.M)

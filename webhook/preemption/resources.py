@@ -241,29 +241,26 @@ def _plain_requests(pod: Any) -> dict[str, int]:
             raise _Unusual
         requests = resources.get("requests")
         if requests is not None:
-            if type(requests) is not dict:
-                raise _Unusual
-            for name, value in requests.items():
-                if type(name) is not str or type(value) is not str:
-                    raise _Unusual
-                nano = _nano_cached(value)
-                if nano is None or nano < 0:
-                    raise _Unusual
-                result[name] = result.get(name, 0) + nano
+            _add_quantities(result, requests, {})
         limits = resources.get("limits")
         if limits:  # a limit without a request is the request (API server defaulting)
-            if type(limits) is not dict:
-                raise _Unusual
-            for name, value in limits.items():
-                if requests is not None and name in requests:
-                    continue
-                if type(name) is not str or type(value) is not str:
-                    raise _Unusual
-                nano = _nano_cached(value)
-                if nano is None or nano < 0:
-                    raise _Unusual
-                result[name] = result.get(name, 0) + nano
+            _add_quantities(result, limits, requests or {})
     return result
+
+
+def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any]) -> None:
+    """Add well-formed quantities (names not in `skip`) to `result`; anything unusual leaves the fast path."""
+    if type(quantities) is not dict:
+        raise _Unusual
+    for name, value in quantities.items():
+        if name in skip:
+            continue
+        if type(name) is not str or type(value) is not str:
+            raise _Unusual
+        nano = _nano_cached(value)
+        if nano is None or nano < 0:
+            raise _Unusual
+        result[name] = result.get(name, 0) + nano
 
 
 def request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
