@@ -53,6 +53,7 @@ from tests.e2e.webhook import (  # noqa: E402
     chart_webhook_configurations,
     ensure_namespace,
     make_certificates,
+    unregister,
 )
 from tests.server.reviews import review  # noqa: E402
 from tests.support.envtest import ControlPlane  # noqa: E402
@@ -372,14 +373,7 @@ def serving(
         try:
             yield hooks
         finally:
-            for config in hooks[0].configurations if hooks else []:
-                cluster.kubectl(
-                    "delete",
-                    config["kind"].lower(),
-                    config["metadata"]["name"],
-                    "--ignore-not-found",
-                    check=False,
-                )
+            unregister(cluster, hooks[0].configurations if hooks else [])
 
 
 def cleanup_pods(cluster: ControlPlane, namespace: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e import webhook as e2e_webhook
 from tests.support.envtest import ControlPlane, wait_deleted
 from tests.support.wait import wait_for
 from webhook.kube.config import api_client
@@ -67,12 +68,7 @@ def pod(name: str, node_name: str, klass: str, cpu: str, app: str, start: str) -
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": PREFIX + name},
-        "value": value,
-    }
+    return e2e_webhook.priority_class(PREFIX + name, value)
 
 
 NODES = {"a": "2", "b": "2", "c": "4"}

@@ -45,6 +45,7 @@ import pytest
 
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
+from tests.e2e.webhook import priority_class
 from tests.support.envtest import ControlPlane
 from tests.support.server import REPO
 from tests.support.wait import wait_for
@@ -147,17 +148,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     _require_assets()
     workdir = tmp_path_factory.mktemp("planner-vs-scheduler")
     with ControlPlane.start(workdir / "plane", controller_manager=True, scheduler=True) as cluster:
-        cluster.apply(
-            *[
-                {
-                    "apiVersion": "scheduling.k8s.io/v1",
-                    "kind": "PriorityClass",
-                    "metadata": {"name": name},
-                    "value": value,
-                }
-                for name, value in CLASSES.items()
-            ]
-        )
+        cluster.apply(*[priority_class(name, value) for name, value in CLASSES.items()])
         kubelet = FakeKubelet(cluster)
         try:
             yield Env(cluster, kubelet, workdir)

@@ -31,6 +31,7 @@ from tests.chart.scenarios import SCENARIOS
 from tests.e2e.chart_rbac import InstalledRbac, component_of, install_rbac, render_chart
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
+from tests.e2e.webhook import priority_class
 from tests.support.envtest import ControlPlane
 from tests.support.server import webhook_server
 from tests.support.wait import wait_for
@@ -139,17 +140,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
             "--audit-log-format=json",
         ],
     ) as cluster:
-        cluster.apply(
-            *[
-                {
-                    "apiVersion": "scheduling.k8s.io/v1",
-                    "kind": "PriorityClass",
-                    "metadata": {"name": name},
-                    "value": value,
-                }
-                for name, value in (("rbac-critical", CRITICAL), ("rbac-low", 10))
-            ]
-        )
+        cluster.apply(priority_class("rbac-critical", CRITICAL), priority_class("rbac-low", 10))
         yield cluster, audit_log
 
 

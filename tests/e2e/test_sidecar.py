@@ -30,6 +30,7 @@ import requests
 
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
 from tests.e2e.kubelet import FakeKubelet, pod
+from tests.e2e.webhook import priority_class
 from tests.support.envtest import ControlPlane, _die_with_parent
 from tests.support.server import REPO
 from tests.support.wait import wait_for
@@ -53,20 +54,23 @@ class Env:
     rbac: dict[str, InstalledRbac]
 
 
+def wait_for_pdb_status(node: Node) -> None:
+    """The disruption controller has counted the guarded pod in the PDB `guard` (else no 429 can come)."""
+    wait_for(
+        lambda: (
+            node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {}).get("expectedPods")
+            == 1
+        ),
+        timeout=WAIT,
+        interval=0.2,
+        what="the disruption controller",
+    )
+
+
 @pytest.fixture(scope="module")
 def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     cluster = control_plane
-    cluster.apply(
-        *[
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-            for name, value in CLASSES.items()
-        ]
-    )
+    cluster.apply(*[priority_class(name, value) for name, value in CLASSES.items()])
     workdir = tmp_path_factory.mktemp("sidecar-rbac")
     rbac = {
         name: install_rbac(cluster, workdir / name, values, release=f"sce2e-{name}", namespace=RBAC_NAMESPACE)
@@ -336,15 +340,7 @@ def test_a_victim_protected_by_a_pdb_gets_the_real_429_and_is_evicted_once_the_b
         }
     )
     node.run("guarded", cpu="3", priority_class="sce2e-low", labels={"app": "guarded"})
-    wait_for(
-        lambda: (
-            node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {}).get("expectedPods")
-            == 1
-        ),
-        timeout=WAIT,
-        interval=0.2,
-        what="the disruption controller",
-    )
+    wait_for_pdb_status(node)
     node.reject("critical", "2", requested=2000, used=3000, capacity=4000)
 
     with sidecar(node) as process:
@@ -398,15 +394,7 @@ def test_a_sidecar_killed_and_restarted_mid_preemption_never_evicts_a_second_set
     node.run("guarded", cpu="1500m", priority_class="sce2e-low", labels={"app": "guarded"})
     node.run("spare-a", cpu="500m", priority_class="sce2e-mid")
     node.run("spare-b", cpu="500m", priority_class="sce2e-mid")
-    wait_for(
-        lambda: (
-            node.cluster.get_json("pdb", "guard", "-n", node.namespace).get("status", {}).get("expectedPods")
-            == 1
-        ),
-        timeout=WAIT,
-        interval=0.2,
-        what="the disruption controller",
-    )
+    wait_for_pdb_status(node)
     node.reject("critical", "3", requested=3000, used=4000, capacity=4000)
 
     first = Sidecar(node, "default", log_name="first").start()

@@ -78,6 +78,14 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def unregister(cluster: ControlPlane, configs: list[dict[str, Any]]) -> None:
+    """Delete the webhook configurations (those already gone are fine)."""
+    for config in configs:
+        cluster.kubectl(
+            "delete", config["kind"].lower(), config["metadata"]["name"], "--ignore-not-found", check=False
+        )
+
+
 def priority_class(
     name: str, value: int, default: bool = False, policy: str | None = None, description: str | None = None
 ) -> dict[str, Any]:
@@ -380,14 +388,7 @@ def registered_webhook(
             wait_until_called(cluster, server)
             yield RegisteredWebhook(server, configs, ca_bundle, restart)
         finally:
-            for config in configs:
-                cluster.kubectl(
-                    "delete",
-                    config["kind"].lower(),
-                    config["metadata"]["name"],
-                    "--ignore-not-found",
-                    check=False,
-                )
+            unregister(cluster, configs)
 
 
 # -- a second mutating webhook ---------------------------------------------------------------------------

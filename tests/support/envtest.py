@@ -175,22 +175,9 @@ class ControlPlane:
     # -- lifecycle ---------------------------------------------------------------------------------
     @classmethod
     @contextlib.contextmanager
-    def start(
-        cls,
-        workdir: Path,
-        *,
-        apiserver_args: Sequence[str] = (),
-        controller_manager: bool = False,
-        scheduler: bool = False,
-        timeout: float = 120.0,
-    ) -> Iterator[ControlPlane]:
-        plane = cls.create(
-            workdir,
-            apiserver_args=apiserver_args,
-            controller_manager=controller_manager,
-            scheduler=scheduler,
-            timeout=timeout,
-        )
+    def start(cls, workdir: Path, **options: Any) -> Iterator[ControlPlane]:
+        """`create` with the same options, stopped when the block ends."""
+        plane = cls.create(workdir, **options)
         try:
             yield plane
         finally:
