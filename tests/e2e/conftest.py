@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.webhook import RegisteredWebhook, registered_webhook
-from tests.support.envtest import AssetsMissing, ControlPlane, assets_dir
+from tests.support.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV, AssetsMissing, ControlPlane, assets_dir
 
 _PLANES = pytest.StashKey[list[ControlPlane]]()
 _HERE = Path(__file__).parent
@@ -41,9 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _NOT_RUN.append(f"end-to-end: {len(ours)} tests not run: {err}")
 
 
-def _require_assets() -> Path:
+def _require_assets(env: str = ASSETS_ENV) -> Path:
     try:
-        return assets_dir()
+        return assets_dir(env)
     except AssetsMissing as err:
         if _in_ci():
             pytest.fail(f"end-to-end tests must run in CI: {err}", pytrace=False)
@@ -112,6 +112,13 @@ def attach_logs(request: pytest.FixtureRequest) -> Callable[[ControlPlane], Cont
         return plane
 
     return attach
+
+
+@pytest.fixture(scope="session")
+def oldest_assets() -> Path:
+    """The binaries of the oldest Kubernetes we prove (KUBEBUILDER_ASSETS_OLDEST): pass them as
+    `start_control_plane(assets=oldest_assets)` for behaviour that differs between versions."""
+    return _require_assets(OLDEST_ASSETS_ENV)
 
 
 @pytest.fixture

@@ -42,6 +42,8 @@ from tests.support.wait import wait_for
 from webhook.files import tls
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
+# The oldest Kubernetes we still prove, for the tests of behaviour that differs between versions.
+OLDEST_ASSETS_ENV = "KUBEBUILDER_ASSETS_OLDEST"
 REQUIRED = ("etcd", "kube-apiserver", "kubectl")
 SERVICE_CIDR = "10.0.0.0/24"
 
@@ -50,15 +52,16 @@ class AssetsMissing(RuntimeError):
     """KUBEBUILDER_ASSETS is unset or lacks a binary: the end-to-end tests cannot run."""
 
 
-def assets_dir() -> Path:
-    """The envtest binaries folder; raises AssetsMissing naming what is missing."""
-    value = os.environ.get(ASSETS_ENV, "")
+def assets_dir(env: str = ASSETS_ENV) -> Path:
+    """The envtest binaries folder named by `env` (the current version by default, `OLDEST_ASSETS_ENV`
+    for the oldest); raises AssetsMissing naming what is missing."""
+    value = os.environ.get(env, "")
     if not value:
-        raise AssetsMissing(f"{ASSETS_ENV} is not set (a folder with {', '.join(REQUIRED)})")
+        raise AssetsMissing(f"{env} is not set (a folder with {', '.join(REQUIRED)})")
     folder = Path(value)
     missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
     if missing:
-        raise AssetsMissing(f"{ASSETS_ENV}={folder} lacks {', '.join(missing)}")
+        raise AssetsMissing(f"{env}={folder} lacks {', '.join(missing)}")
     return folder
 
 
@@ -192,8 +195,11 @@ class ControlPlane:
         controller_manager: bool = False,
         scheduler: bool = False,
         timeout: float = 120.0,
+        assets: Path | None = None,
     ) -> ControlPlane:
-        assets = assets_dir()
+        """Start etcd and kube-apiserver (and the optional components) from `assets`, by default the folder
+        named by KUBEBUILDER_ASSETS; pass `assets_dir(OLDEST_ASSETS_ENV)` for the oldest version."""
+        assets = assets or assets_dir()
         workdir.mkdir(parents=True, exist_ok=True)
         pki = workdir / "pki"
         pki.mkdir(exist_ok=True)
