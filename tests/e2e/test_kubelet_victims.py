@@ -58,7 +58,7 @@ class Scenario:
     victims: frozenset[str] = frozenset()
     reason: str | None = None  # the rejection's reason when not admitted
     versions: tuple[str, ...] = tuple(VERSIONS)
-    marks: tuple[Any, ...] = field(default_factory=tuple)
+    xfail: dict[str, str] = field(default_factory=dict)  # version -> why our answer differs there
 
 
 def bu(cpu: str, memory: str | None = None) -> dict[str, Any]:
@@ -181,6 +181,10 @@ SCENARIOS = [
         crit("300m", node_selector={"disktype": "ssd"}),
         admit=False,
         reason="NodeAffinity",
+        xfail={
+            "1.24": "the 1.24 kubelet's message is `Predicate NodeAffinity failed` with no description; "
+            "the module writes the 1.33 text (following the kubelet's version is being ported)"
+        },
     ),
     Scenario(
         "a-non-critical-pod-is-rejected-out-of-cpu",
@@ -262,16 +266,14 @@ def kubelet_rejection(env: KubeletEnv, answer: dict[str, Any], critical: bool) -
     return reason, env.rejection_message(message)
 
 
-def params() -> list[Any]:
-    return [pytest.param(s, id=s.id, marks=s.marks) for s in SCENARIOS]
-
-
-@pytest.mark.parametrize("scenario", params())
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s.id) for s in SCENARIOS])
 def test_victims_equals_the_kubelet(
-    env: KubeletEnv, namespace: str, scenario: Scenario, tmp_path: Path
+    env: KubeletEnv, namespace: str, scenario: Scenario, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     if env.version not in scenario.versions:
         pytest.skip(f"{scenario.id}: not on {env.version}")
+    if env.version in scenario.xfail:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=scenario.xfail[env.version]))
     env.plane.apply(*[pod(n, namespace, NODE, **kw) for n, kw in scenario.pods.items()])
     wait_running(env, namespace, *scenario.pods)
     preemptor = pod("preemptor", namespace, NODE, **scenario.preemptor)

@@ -135,7 +135,10 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
     ),
     (
         "a rejection older than max_rejection_age starts nothing (its replacement is long made)",
-        [pod("low", cpu="600m"), rejected("crit", created="2026-01-01T00:00:00Z")],
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", created="2026-01-01T00:00:00Z", started="2026-01-01T00:00:00Z"),
+        ],
         BASE,
         Hints(wall_time=JAN1 + 601),
         [],
@@ -407,6 +410,56 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         BASE,
         Hints(),
         [("evict", "first", "a", "cpu"), *preempt("second", ["b"])],
+    ),
+    # A ReplicaSet replaces a pod the kubelet rejected at once, with another pod bound to the same node
+    # (seen with the real kubelet, tests/e2e/test_kubelet_sidecar.py): one demand, never room made twice.
+    (
+        "a rejected pod whose controller made a newer pod on the node (pending) waits for that pod",
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="500m", priority=2_000_000_000, phase="Pending", controller=True),
+        ],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "a newer pod of the same controller on another node does not supersede the rejection",
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="500m", phase="Pending", controller=True, node_name="node-b"),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "a rejected sibling waits while its controller's preemption for an older sibling is open",
+        [
+            pod("low", cpu="600m"),
+            pod("low-2", cpu="600m", priority=1),
+            rejected("crit", controller=True, record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("low"),))),
+            rejected("crit-2", controller=True),
+        ],
+        BASE,
+        Hints(),
+        [("evict", "crit", "low", "cpu")],
+    ),
+    (
+        "once the room is made the older sibling is done and recreated (the newer follows next pass)",
+        [
+            pod("low", cpu="600m", phase="Failed", running=False),
+            rejected("crit", controller=True, record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("low"),))),
+            rejected("crit-2", controller=True),
+        ],
+        replace(BASE, recreate_rejected=True),
+        Hints(),
+        [
+            ("write", "crit", "done", 1, ["low"]),
+            ("recreate", "crit"),
+        ],
     ),
     (
         "an unreadable record is reported and nothing is evicted",

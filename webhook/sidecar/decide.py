@@ -221,6 +221,7 @@ def decide(
         return []
     records = _records(rejections)
     claimed = _claimed(records)
+    open_owners = _open_owners(rejections, records)
     pass_ = _Pass(
         node, pods, {uid(p): p for p in pods}, settings, hints, admit, hints.eviction_budget, claimed
     )
@@ -231,6 +232,8 @@ def decide(
             actions += _once(
                 hints, r.pod, f"bad-record/{uid(r.pod)}", "Warning", "PreemptionSkipped", str(found)
             )
+        elif found is None and controller_uid(r.pod) in open_owners:
+            continue  # a sibling's preemption (same controller) is making the room: one at a time
         elif not _settled(r, found, settings, hints):
             outstanding = pass_.outstanding(found) if found and found.state == rec.PREEMPTING else []
             if found is not None and outstanding:
@@ -248,10 +251,36 @@ def _settled(r: Rejection, found: rec.Record | None, settings: Settings, hints: 
 
 
 def _rejections(pods: Sequence[Pod], settings: Settings) -> list[Rejection]:
-    """Step 1: the rejected critical pods the sidecar acts for, oldest first."""
-    return sorted(
+    """Step 1: the rejected critical pods the sidecar acts for, oldest first, less those superseded."""
+    found = sorted(
         (r for p in pods if (r := rejection(p, settings.node_name, settings.critical_priority))),
         key=lambda r: _creation_key(r.pod),
+    )
+    return [r for r in found if not _superseded(r.pod, pods, settings)]
+
+
+def controller_uid(pod: Pod) -> str | None:
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return str(owner.get("uid") or "") or None
+    return None
+
+
+def _superseded(pod: Pod, pods: Sequence[Pod], settings: Settings) -> bool:
+    """Its controller has since made another pod on this node that is not terminal (a ReplicaSet replaces
+    a rejected pod at once): that pod's own admission decides, and room made for both would be made twice.
+    """
+    owner = controller_uid(pod)
+    if owner is None:
+        return False
+    key = _creation_key(pod)
+    return any(
+        controller_uid(other) == owner
+        and uid(other) != uid(pod)
+        and (other.get("spec") or {}).get("nodeName") == settings.node_name
+        and phase(other) not in TERMINAL_PHASES
+        and _creation_key(other) > key
+        for other in pods
     )
 
 
@@ -266,8 +295,20 @@ def _records(rejections: Sequence[Rejection]) -> dict[str, rec.Record | rec.BadR
     return records
 
 
+def _open_owners(
+    rejections: Sequence[Rejection], records: Mapping[str, rec.Record | rec.BadRecord | None]
+) -> set[str | None]:
+    """Step 3: controllers with a preemption under way for one of their rejected pods."""
+    owners: set[str | None] = set()
+    for r in rejections:
+        found = records[uid(r.pod)]
+        if isinstance(found, rec.Record) and found.state == rec.PREEMPTING and controller_uid(r.pod):
+            owners.add(controller_uid(r.pod))
+    return owners
+
+
 def _claimed(records: Mapping[str, rec.Record | rec.BadRecord | None]) -> set[str]:
-    """Step 3: victims of every open preemption: never chosen again for another pod."""
+    """Step 4: victims of every open preemption: never chosen again for another pod."""
     claimed: set[str] = set()
     for found in records.values():
         if isinstance(found, rec.Record) and found.state == rec.PREEMPTING:
