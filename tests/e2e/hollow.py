@@ -98,6 +98,8 @@ def pod(
     priority: tuple[str, int] | None = None,
     node_selector: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
+    security_context: Mapping[str, Any] | None = None,
+    sidecar_cpu: str | None = None,
 ) -> dict[str, Any]:
     """One container; requests as given (limits equal to them when `guaranteed`); `priority` is
     (class, value): both are set, as the Priority admission plugin would, so the manifest reads offline."""
@@ -116,6 +118,17 @@ def pod(
         spec["priorityClassName"], spec["priority"] = priority
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
+    if security_context:
+        spec["securityContext"] = dict(security_context)
+    if sidecar_cpu:  # a sidecar container (an init container that keeps running: 1.28+)
+        spec["initContainers"] = [
+            {
+                "name": "sidecar",
+                "image": "registry.k8s.io/pause:3.9",
+                "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": sidecar_cpu}},
+            }
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -209,6 +222,18 @@ def wait_running(env: KubeletEnv, namespace: str, *names: str) -> None:
         interval=0.2,
         what=f"{', '.join(names)} Running on {env.name}",
     )
+
+
+def wait_admitted(env: KubeletEnv, namespace: str, name: str) -> None:
+    """The kubelet admitted the pod (it wrote its container statuses), whether or not it ever runs."""
+
+    def admitted() -> bool:
+        st = status(pods(env, namespace).get(name) or {})
+        if st.get("phase") == "Failed":
+            raise AssertionError(f"{name} rejected: {st.get('reason')}: {st.get('message')}")
+        return bool(st.get("initContainerStatuses") or st.get("containerStatuses"))
+
+    wait_for(admitted, timeout=WAIT, interval=0.2, what=f"{namespace}/{name} admitted on {env.name}")
 
 
 def wait_decided(env: KubeletEnv, namespace: str, name: str) -> dict[str, Any]:

@@ -230,6 +230,7 @@ class Sidecar:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
 
     def __exit__(self, *exc: object) -> None:
+        print(f"--- sidecar log ({self.log_file})\n{self.log()[-6000:]}")  # in a failing test's report
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             assert self.process.wait(30) == 0, self.log()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.sidecar.fixtures import node, pod, rejected
+from tests.sidecar.fixtures import KUBELET_VERSIONS, node, pod, preempted, rejected
 from webhook.sidecar import record as rec
 from webhook.sidecar.decide import (
     Announce,
@@ -517,3 +517,17 @@ def test_invalid_node_is_reported_not_raised():
     actions = decide(bad, [pod("low", cpu="600m"), rejected("crit")], BASE, Hints())
     assert summary(actions) == [("report", "crit", "PreemptionFailed")]
     assert "lots" in actions[0].message
+
+
+@pytest.mark.parametrize("version", KUBELET_VERSIONS)
+def test_statuses_as_each_kubelet_version_writes_them(version):
+    """A rejection written as the real kubelet of `version` writes it triggers the preemption; a pod the
+    kubelet preempted itself holds nothing and is no rejection (1.24 Failed/Preempting, 1.33 Succeeded
+    with DisruptionTarget), whatever its priority."""
+    pods = [
+        pod("low", cpu="600m"),
+        preempted("gone", cpu="900m", priority=2_000_000_000, kubelet_version=version),
+        rejected("crit", kubelet_version=version),
+    ]
+    assert summary(decide(node(), pods, BASE, Hints())) == preempt("crit", ["low"])
+    assert summary(decide(node(), pods[:2], BASE, Hints())) == []
