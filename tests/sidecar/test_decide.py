@@ -414,22 +414,34 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
     # A ReplicaSet replaces a pod the kubelet rejected at once, with another pod bound to the same node
     # (seen with the real kubelet, tests/e2e/test_kubelet_sidecar.py): one demand, never room made twice.
     (
-        "a rejected pod whose controller made a newer pod on the node (pending) waits for that pod",
+        "the controller's pending replacement on the node is the same demand: not counted on top",
+        [
+            pod("low", cpu="300m"),
+            pod("mid", cpu="300m", priority=100),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="500m", priority=2_000_000_000, phase="Pending", controller=True),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "a rejected pod whose controller already runs a pod on the node waits: the demand is met",
         [
             pod("low", cpu="600m"),
             rejected("crit", controller=True),
-            pod("crit-2", cpu="500m", priority=2_000_000_000, phase="Pending", controller=True),
+            pod("crit-2", cpu="300m", priority=2_000_000_000, controller=True),
         ],
         BASE,
         Hints(),
         [],
     ),
     (
-        "a newer pod of the same controller on another node does not supersede the rejection",
+        "a pod of the same controller running on another node does not supersede the rejection",
         [
             pod("low", cpu="600m"),
             rejected("crit", controller=True),
-            pod("crit-2", cpu="500m", phase="Pending", controller=True, node_name="node-b"),
+            pod("crit-2", cpu="500m", controller=True, node_name="node-b"),
         ],
         BASE,
         Hints(),

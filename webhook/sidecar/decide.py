@@ -14,6 +14,10 @@ For each rejected critical pod (see `trigger`), in creation order:
    counted is marked done.
 3. Record `done` / `abandoned`: nothing more.
 
+One demand makes room once: a controller's replacement not yet admitted is left out of its rejected pod's
+view, a rejected pod waits while a sibling's preemption is open, and a rejected pod whose controller runs
+another pod on the node is left alone (a ReplicaSet replaces a kubelet-rejected pod at once, repeatedly).
+
 Safety is enforced here, not left to the module's ordering: terminating, critical (for the sidecar's
 threshold), static and mirror pods, and pods of priority >= the preemptor's are passed to the module as
 non-preemptable (their requests still count as used), and every victim it returns is checked again.
@@ -31,6 +35,8 @@ from webhook.preemption.node.admission import Admission, admit_to_node
 from webhook.preemption.pods import priority_of
 from webhook.sidecar import record as rec
 from webhook.sidecar.lifecycle import (
+    ACTIVE,
+    DESIRED,
     TERMINATED,
     TERMINATING,
     holds_resources,
@@ -256,7 +262,7 @@ def _rejections(pods: Sequence[Pod], settings: Settings) -> list[Rejection]:
         (r for p in pods if (r := rejection(p, settings.node_name, settings.critical_priority))),
         key=lambda r: _creation_key(r.pod),
     )
-    return [r for r in found if not _superseded(r.pod, pods, settings)]
+    return [r for r in found if not _superseded(r.pod, pods, settings)]  # oldest first: one at a time
 
 
 def controller_uid(pod: Pod) -> str | None:
@@ -267,19 +273,16 @@ def controller_uid(pod: Pod) -> str | None:
 
 
 def _superseded(pod: Pod, pods: Sequence[Pod], settings: Settings) -> bool:
-    """Its controller has since made another pod on this node that is not terminal (a ReplicaSet replaces
-    a rejected pod at once): that pod's own admission decides, and room made for both would be made twice.
-    """
+    """Its controller already runs another pod on this node (a ReplicaSet replaces a rejected pod at once,
+    and the kubelet admitted a replacement): the demand is met, room made now would serve nobody."""
     owner = controller_uid(pod)
     if owner is None:
         return False
-    key = _creation_key(pod)
     return any(
         controller_uid(other) == owner
         and uid(other) != uid(pod)
         and (other.get("spec") or {}).get("nodeName") == settings.node_name
-        and phase(other) not in TERMINAL_PHASES
-        and _creation_key(other) > key
+        and lifecycle_state(other) == ACTIVE
         for other in pods
     )
 
@@ -523,6 +526,7 @@ class _View:
 
 def _view(pod: Pod, pods: Sequence[Pod], settings: Settings, hints: Hints, claimed: set[str]) -> _View:
     key = uid(pod)
+    owner = controller_uid(pod)
     preemptor_priority = priority_of(pod) or 0
     fixed_priority = max(preemptor_priority, settings.critical_priority)
     view = _View(set(), [], [])
@@ -533,6 +537,8 @@ def _view(pod: Pod, pods: Sequence[Pod], settings: Settings, hints: Hints, claim
         state = lifecycle_state(other)
         if state == TERMINATED:
             continue  # holds nothing
+        if state == DESIRED and owner is not None and controller_uid(other) == owner:
+            continue  # the controller's replacement, not yet admitted: the same demand, counted once
         leaving = state == TERMINATING or other_uid in hints.evicting
         if other_uid not in claimed and is_candidate(other, preemptor_priority, settings, hints, state):
             view.candidates.add(other_uid)
