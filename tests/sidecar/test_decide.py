@@ -437,6 +437,25 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         [],
     ),
     (
+        "two rejected siblings, no record yet: the older preempts, the newer waits in the same pass",
+        [
+            pod("low", cpu="400m"),
+            pod("low-2", cpu="400m", priority=1),
+            rejected("crit", controller=True),
+            rejected("crit-2", controller=True),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "two rejected bare pods are each served (no controller: no siblings)",
+        [pod("low", cpu="300m"), pod("low-2", cpu="300m", priority=1), rejected("a"), rejected("b")],
+        BASE,
+        Hints(),
+        [*preempt("a", ["low"]), *preempt("b", ["low-2"])],
+    ),
+    (
         "a pod of the same controller running on another node does not supersede the rejection",
         [
             pod("low", cpu="600m"),

@@ -245,8 +245,19 @@ def decide(
             if found is not None and outstanding:
                 actions += pass_.follow_up(r, found, outstanding)
             else:  # no record yet, or every recorded victim gone: evaluate (again)
-                actions += pass_.evaluate(r, found)
+                step = pass_.evaluate(r, found)
+                owner = controller_uid(r.pod)
+                if owner is not None and any(_opens(a) for a in step):
+                    open_owners.add(owner)  # opened in this pass: its siblings wait from now on
+                actions += step
     return actions
+
+
+def _opens(action: Action) -> bool:
+    """The action starts a preemption (or, in a dry run, would)."""
+    if isinstance(action, WriteRecord):
+        return action.record.state == rec.PREEMPTING
+    return isinstance(action, DryRun)
 
 
 def _settled(r: Rejection, found: rec.Record | None, settings: Settings, hints: Hints) -> bool:
