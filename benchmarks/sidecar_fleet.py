@@ -249,11 +249,14 @@ def churn(
                     "terminationGracePeriodSeconds": 0,
                 },
             }
-            if session.post(base, json=pod, timeout=30).status_code == 201:
-                made += 1
-                live[node].append(name)
-            if len(live[node]) > per_node:
-                session.delete(f"{base}/{live[node].pop(0)}", timeout=30)
+            try:  # an overloaded API server may time out: the load goes on, the pod is counted only if made
+                if session.post(base, json=pod, timeout=60).status_code == 201:
+                    made += 1
+                    live[node].append(name)
+                if len(live[node]) > per_node:
+                    session.delete(f"{base}/{live[node].pop(0)}", timeout=60)
+            except requests.RequestException as err:
+                print(f"  churn: {type(err).__name__}", file=sys.stderr)
             yield made
 
 
