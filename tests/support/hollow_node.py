@@ -80,6 +80,7 @@ def _stop_all() -> None:
         nodes = list(_LIVE)
     for node in nodes:
         node.stop()
+        shutil.rmtree((node.workdir / "tmp").resolve(), ignore_errors=True)
 
 
 atexit.register(_stop_all)  # registered after envtest's: runs first, before the API server stops
