@@ -6,9 +6,11 @@ cluster's): the mutating pod entries' `matchConditions` (1.28+), the PodDisrupti
 on the current version (where the chart renders them: the API server must accept them AND act on them)
 and on the oldest version we prove (where the chart leaves them out, and the older behaviour is asserted).
 
-- matchConditions: the API server evaluates the CEL itself. A pod UPDATE the condition excludes never
-  reaches our webhook (its own request counter does not move); one it includes does, and its answer is
-  stored. Without the conditions (1.24) every UPDATE is sent.
+- matchConditions: the API server evaluates the CEL itself. With our webhook alone (the in-tree plugin
+  off), a pod UPDATE the condition excludes never reaches our webhook (its own request counter does not
+  move); one it includes does, and its answer is stored. In a default cluster the plugin restores the
+  fields first, so on 1.28+ no pod UPDATE reaches our webhook; without the conditions (1.24) every one
+  does.
 - unhealthyPodEvictionPolicy `AlwaysAllow` (the chart's default): a webhook replica that runs but is not
   Ready can be evicted although the budget allows no disruption; with `IfHealthyBudget`, or on 1.24
   where the field is left out, the same eviction gets the real 429.
@@ -28,7 +30,14 @@ import pytest
 import requests
 
 from tests.e2e.chart_rbac import render_chart
-from tests.e2e.webhook import RegisteredWebhook, ensure_namespace, pod, priority_class, registered_webhook
+from tests.e2e.webhook import (
+    RegisteredWebhook,
+    ensure_namespace,
+    pod,
+    priority_class,
+    registered_webhook,
+    wait_until_resolved,
+)
 from tests.support.envtest import ControlPlane
 from tests.support.wait import wait_for
 
@@ -60,8 +69,7 @@ def _annotate(obj: dict[str, Any]) -> None:
     obj["metadata"].setdefault("annotations", {})["note"] = "x"
 
 
-# (case, the change a PUT makes, whether the chart's CEL condition sends it). Without matchConditions the
-# API server sends every UPDATE of a served pod.
+# (case, the change a PUT makes, whether the chart's CEL condition alone sends it).
 UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
     ("label", _label, False),
     ("annotation", _annotate, False),
@@ -69,22 +77,60 @@ UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
     ("drops-preemptionPolicy", _drop_policy, True),
     ("drops-both", _drop_both, True),
 ]
+UPDATE_IDS = [case[0] for case in UPDATES]
+
+
+def _target(cluster: ControlPlane) -> None:
+    ensure_namespace(cluster, NS)
+    cluster.apply(priority_class(CLASS, 7000, policy="Never"))
+    with cluster.session() as session:
+        wait_until_resolved(cluster, session, NS, {CLASS: 7000})
+    cluster.apply(pod("target", NS, CLASS))
+
+
+def _untarget(cluster: ControlPlane) -> None:
+    cluster.kubectl(
+        "delete", "pod", "target", "-n", NS, "--grace-period=0", "--ignore-not-found", check=False
+    )
+    cluster.kubectl("delete", "priorityclass", CLASS, "--ignore-not-found", check=False)
 
 
 @pytest.fixture
 def hook(both_versions: ControlPlane, tmp_path: Path) -> Iterator[RegisteredWebhook]:
-    """Our webhook (one worker) registered on this version's cluster with the chart's configurations,
-    rendered for its version; a class and a pod to update."""
+    """Our webhook (one worker) registered on this version's default cluster (the in-tree Priority plugin
+    on) with the chart's configurations, rendered for its version; a class and a pod to update."""
     cluster = both_versions
-    ensure_namespace(cluster, NS)
-    cluster.apply(priority_class(CLASS, 7000, policy="Never"))
     try:
         with registered_webhook(cluster, tmp_path, workers=1) as registered:
-            cluster.apply(pod("target", NS, CLASS))
+            _target(cluster)
             yield registered
     finally:
-        cluster.kubectl("delete", "pod", "target", "-n", NS, "--grace-period=0", check=False)
-        cluster.kubectl("delete", "priorityclass", CLASS, "--ignore-not-found", check=False)
+        _untarget(cluster)
+
+
+@pytest.fixture
+def alone(
+    no_priority_cluster: ControlPlane, no_priority_webhook: RegisteredWebhook
+) -> Iterator[RegisteredWebhook]:
+    """The current version with the plugin off, our webhook alone (the shared registration)."""
+    try:
+        _target(no_priority_cluster)
+        yield no_priority_webhook
+    finally:
+        _untarget(no_priority_cluster)
+
+
+def _put(cluster: ControlPlane, hook: RegisteredWebhook, change: Callable[[dict[str, Any]], None]) -> int:
+    """PUT the target pod changed by `change` (server-side dry run); the mutating reviews it caused. The
+    stored priority fields are the pod's own whoever restored them, and UPDATEs are never validated."""
+    current = cluster.get_json("pod", "target", "-n", NS)
+    change(current)
+    before = {endpoint: hook.requests(endpoint) for endpoint in ("mutate", "validate")}
+    out = cluster.kubectl("replace", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(current))
+    replaced = json.loads(out.stdout)
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (7000, "Never")
+    assert hook.requests("validate") == before["validate"]
+    return int(hook.requests("mutate") - before["mutate"])
 
 
 def test_the_api_server_keeps_the_match_conditions_where_the_chart_renders_them(
@@ -102,28 +148,29 @@ def test_the_api_server_keeps_the_match_conditions_where_the_chart_renders_them(
         assert not any("matchConditions" in h for h in rendered["webhooks"])
 
 
-@pytest.mark.parametrize(
-    ("change", "sent_by_condition"), [(c[1], c[2]) for c in UPDATES], ids=[c[0] for c in UPDATES]
-)
-def test_a_pod_update_reaches_the_webhook_only_when_the_match_condition_says_so(
-    both_versions: ControlPlane,
-    hook: RegisteredWebhook,
+@pytest.mark.parametrize(("change", "sent"), [(c[1], c[2]) for c in UPDATES], ids=UPDATE_IDS)
+def test_the_api_server_sends_a_pod_update_only_when_the_match_condition_says_so(
+    no_priority_cluster: ControlPlane,
+    alone: RegisteredWebhook,
     change: Callable[[dict[str, Any]], None],
-    sent_by_condition: bool,
+    sent: bool,
 ) -> None:
-    """The API server evaluates the chart's CEL: an excluded UPDATE never reaches the webhook, an included
-    one does and gets priority and preemptionPolicy back. On 1.24 (no matchConditions) every UPDATE is
-    sent."""
+    """The plugin off, our webhook alone: the API server evaluates the chart's CEL. An UPDATE it excludes
+    never reaches the webhook; one it includes (a dropped priority field) does, and our answer restores the
+    field."""
+    assert no_priority_cluster.minor >= MATCH_CONDITIONS_SINCE
+    assert _put(no_priority_cluster, alone, change) == (1 if sent else 0)
+
+
+@pytest.mark.parametrize("change", [c[1] for c in UPDATES], ids=UPDATE_IDS)
+def test_in_a_default_cluster_a_pod_update_reaches_the_webhook_only_without_match_conditions(
+    both_versions: ControlPlane, hook: RegisteredWebhook, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """The plugin on, as in a default cluster: it restores a dropped `priority`/`preemptionPolicy` before
+    any webhook, so where the chart renders matchConditions (1.28+) the CEL sees nothing dropped and no
+    pod UPDATE reaches our webhook at all; on 1.24, rendered without them, every one does."""
     cluster = both_versions
-    sent = sent_by_condition if cluster.minor >= MATCH_CONDITIONS_SINCE else True
-    current = cluster.get_json("pod", "target", "-n", NS)
-    change(current)
-    before = {endpoint: hook.requests(endpoint) for endpoint in ("mutate", "validate")}
-    out = cluster.kubectl("replace", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(current))
-    replaced = json.loads(out.stdout)
-    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (7000, "Never")
-    assert hook.requests("mutate") == before["mutate"] + (1 if sent else 0)
-    assert hook.requests("validate") == before["validate"], "UPDATEs are never validated"
+    assert _put(cluster, hook, change) == (0 if cluster.minor >= MATCH_CONDITIONS_SINCE else 1)
 
 
 def test_a_create_always_reaches_the_webhook(both_versions: ControlPlane, hook: RegisteredWebhook) -> None:
