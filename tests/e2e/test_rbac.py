@@ -523,6 +523,7 @@ def dry_run_apply(cluster: ControlPlane, objects: list[dict[str, Any]]) -> Any:
     )
 
 
+@pytest.mark.timeout(900)  # a kubectl apply per values set: past 300 s on a loaded 2-core machine
 def test_everything_the_chart_renders_is_accepted_by_the_api_server(
     audited: tuple[ControlPlane, Path],
 ) -> None:
