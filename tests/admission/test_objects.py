@@ -33,7 +33,10 @@ LABEL_ERR = (
         ("0-a", []),
         ("a" * 63, []),
         ("a" * 64, ["must be no more than 63 characters"]),
-        ("a.b", [LABEL_ERR]),
+        ("a.b", ["must not contain dots"]),  # a valid subdomain: apimachinery v1.33 names the dots
+        ("a" * 40 + "." + "a" * 30, ["must be no more than 63 characters", "must not contain dots"]),
+        ("a..b", [LABEL_ERR]),
+        ("A.b", [LABEL_ERR]),
         ("-a", [LABEL_ERR]),
         ("a-", [LABEL_ERR]),
         ("FILLED BY THE OPERATOR", [LABEL_ERR]),

@@ -25,6 +25,12 @@ so and asserts the difference (docs/planner.md lists them):
 - a pod requesting more than a node's allocatable: v1.24 reports the node `Insufficient cpu` and tries
   preemption there in vain; since #131345 (2025) the node is `UnschedulableAndUnresolvable` and is not
   tried ("Preemption is not helpful for scheduling"). Same outcome (no node, nothing deleted).
+- kube-scheduler v1.33 preempts asynchronously (SchedulerAsyncPreemption, beta and on since 1.33): it
+  writes the preemptor's nomination first and deletes the victims afterwards, so the test waits for its
+  preemption goroutine to finish (its `scheduler_preemption_goroutines_execution_total` metric) before it
+  reads the deletions; v1.24 deletes them before it writes the nomination.
+- v1.33's message is the Filter diagnosis followed by the PostFilter's ("0/2 nodes are available: 2
+  Insufficient cpu. preemption: 0/2 nodes are available: ..."), for the same node count as the planner's.
 Victims are compared as sets: the order the planner reports them in (most important first, #128307) is
 not observable in what the scheduler does.
 """
@@ -34,14 +40,17 @@ from __future__ import annotations
 import datetime
 import json
 import random
+import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
@@ -277,11 +286,33 @@ def plan(env: Env, scenario: Scenario, manifest: dict[str, Any]) -> dict[str, An
     return json.loads(out.stdout)
 
 
-def scheduler_outcome(env: Env, namespace: str) -> tuple[str | None, set[str], str]:
+ASYNC_PREEMPTION_SINCE = (1, 33)
+
+
+def preemptions_finished(env: Env) -> float:
+    """kube-scheduler's count of finished asynchronous preemptions (its /metrics, as the admin)."""
+    args = env.cluster.processes["kube-scheduler"].args
+    port = next(arg.split("=", 1)[1] for arg in args if arg.startswith("--secure-port="))
+    with env.cluster.session() as session, warnings.catch_warnings():
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+        session.verify = False  # its serving certificate is self-signed at its start
+        response = session.get(f"https://127.0.0.1:{port}/metrics", timeout=10)
+    response.raise_for_status()
+    return sum(
+        float(value)
+        for value in re.findall(
+            r"^scheduler_preemption_goroutines_execution_total\{[^}]*\} ([0-9.e+]+)$", response.text, re.M
+        )
+    )
+
+
+def scheduler_outcome(env: Env, namespace: str, finished_before: float) -> tuple[str | None, set[str], str]:
     """(nominatedNodeName, pods given a deletion timestamp, the scheduler's message).
 
-    The scheduler deletes the victims first, then writes the pod's `PodScheduled=False` condition and its
-    `nominatedNodeName` in one status patch: once the condition is there, the outcome is complete."""
+    v1.24 deletes the victims first, then writes the pod's `PodScheduled=False` condition and its
+    `nominatedNodeName` in one status patch: once the condition is there, the outcome is complete. v1.33
+    writes the nomination first and deletes the victims in a goroutine: complete once that has finished
+    (`finished_before`: the scheduler's count of finished ones before the preemptor was created)."""
 
     def decided() -> dict[str, Any] | None:
         found = env.kubelet.call("GET", f"/api/v1/namespaces/{namespace}/pods/preemptor")
@@ -292,6 +323,13 @@ def scheduler_outcome(env: Env, namespace: str) -> tuple[str | None, set[str], s
         return None
 
     status = wait_for(decided, timeout=WAIT, interval=0.2, what="the scheduler to preempt or give up")
+    if status.get("nominatedNodeName") and env.cluster.minor >= ASYNC_PREEMPTION_SINCE:
+        wait_for(
+            lambda: preemptions_finished(env) > finished_before,
+            timeout=WAIT,
+            interval=0.2,
+            what="the scheduler's preemption goroutine to delete the victims",
+        )
     [condition] = [c for c in status["conditions"] if c["type"] == "PodScheduled"]
     deleted = {
         p["metadata"]["name"] for p in env.kubelet.pods(namespace) if p["metadata"].get("deletionTimestamp")
@@ -316,8 +354,9 @@ def test_the_planner_predicts_the_schedulers_preemption(env: Env, scenario: Scen
         set_up(env, scenario, namespace)
         manifest = preemptor(scenario, namespace)
         predicted = plan(env, scenario, manifest)
+        finished_before = preemptions_finished(env) if env.cluster.minor >= ASYNC_PREEMPTION_SINCE else 0.0
         env.kubelet.create(manifest)
-        nominated, deleted, message = scheduler_outcome(env, namespace)
+        nominated, deleted, message = scheduler_outcome(env, namespace, finished_before)
     finally:
         tear_down(env, scenario, namespace)
     victims = {v["name"] for v in predicted["victims"]}
@@ -345,7 +384,14 @@ def test_the_planner_predicts_the_schedulers_preemption(env: Env, scenario: Scen
         # is what the planner prints: "preemption: 0/2 nodes are available: 2 No preemption victims found
         # for incoming pod." (or "Preemption is not helpful for scheduling" for a node the pod cannot fit
         # even empty, #131345: v1.24 still tries preemption there, in vain). Same node count, same outcome.
-        assert "preemption:" not in message, message
         assert predicted["message"].startswith("preemption: "), predicted["message"]
-        assert message.split(":")[0] == predicted["message"].removeprefix("preemption: ").split(":")[0]
-        assert "Insufficient cpu" in message
+        filtered, _, post_filter = message.partition(" preemption: ")
+        if env.cluster.minor >= ASYNC_PREEMPTION_SINCE:  # v1.33: the PostFilter's message follows
+            assert post_filter, message
+            assert (
+                post_filter.split(":")[0] == predicted["message"].removeprefix("preemption: ").split(":")[0]
+            )
+        else:  # v1.24: the Filter diagnosis alone
+            assert not post_filter, message
+        assert filtered.split(":")[0] == predicted["message"].removeprefix("preemption: ").split(":")[0]
+        assert "Insufficient cpu" in filtered
