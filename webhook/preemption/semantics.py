@@ -48,6 +48,12 @@ class Semantics:
         return self.version >= (1, 34)
 
     @property
+    def oversize_unresolvable(self) -> bool:
+        """NodeResourcesFit says UnschedulableAndUnresolvable for a request above the node's allocatable
+        from 1.34 (kubernetes PR #131345): preemption is not tried there. Before, plain Unschedulable."""
+        return self.version >= (1, 34)
+
+    @property
     def label(self) -> str:
         return f"{self.version[0]}.{self.version[1]}"
 

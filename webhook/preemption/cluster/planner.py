@@ -104,7 +104,7 @@ def diagnose(preemptor: PodInfo, snapshot: Snapshot) -> tuple[dict[str, NodeFit]
     fits: dict[str, NodeFit] = {}
     statuses: dict[str, Failure | None] = {}
     for node in snapshot.nodes:
-        fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()))
+        fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()), snapshot.semantics)
         fits[node.name] = fit
         statuses[node.name] = node_status(preemptor, node, fit)
     return fits, statuses

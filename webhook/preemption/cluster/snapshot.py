@@ -83,6 +83,7 @@ class Snapshot:
     pdbs: list[Pdb]
     nominated: dict[str, list[PodInfo]]  # node name -> unbound pods with status.nominatedNodeName
     pods: list[PodInfo]
+    semantics: Semantics = CURRENT  # the scheduler's version
 
     def node(self, name: str) -> NodeInfo | None:
         for node in self.nodes:
@@ -205,7 +206,7 @@ class SnapshotBuilder:
                 nominated.setdefault(pod.nominated_node, []).append(pod)
         for node in nodes:
             node.used = total(p.requests for p in node.pods)
-        return Snapshot(nodes, self.pdbs, nominated, pods)
+        return Snapshot(nodes, self.pdbs, nominated, pods, self.semantics)
 
 
 def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
