@@ -149,7 +149,12 @@ requests = st.dictionaries(resource_names, quantity, max_size=4)
 @given(
     st.lists(st.one_of(st.none(), requests), max_size=4),
     st.booleans(),
-    st.lists(st.tuples(st.one_of(st.none(), requests), st.one_of(st.none(), requests)), max_size=4),
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.just("spec"), requests), st.one_of(st.none(), st.just("spec"), requests)
+        ),
+        max_size=4,
+    ),
     st.sampled_from([None, "Infeasible", "Deferred"]),
     st.sampled_from([Semantics((1, 32)), Semantics((1, 33)), Semantics((1, 34))]),
 )
@@ -166,6 +171,9 @@ def test_request_views_fast_path_matches_the_checked_path(containers, with_spec,
     reported = []
     for i, (running, allocated) in enumerate(statuses):
         status: dict[str, Any] = {"name": f"c{i}"}
+        spec_requests = containers[i] if i < len(containers) and containers[i] is not None else {}
+        running = dict(spec_requests) if running == "spec" else running  # the steady state: as the spec
+        allocated = dict(spec_requests) if allocated == "spec" else allocated
         if running is not None:
             status["resources"] = {"requests": running}
         if allocated is not None:

@@ -332,10 +332,10 @@ def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
         return {}
     if type(containers) is not list:
         raise _Unusual
-    statuses: _Statuses = {}
+    statuses: dict[str, dict[str, Any]] = {}
     infeasible = False
     if mode != SPEC and _reports_resources(pod):
-        statuses = _statuses(pod)
+        statuses = _plain_statuses(pod)
         infeasible = mode == SCHEDULER and is_resize_infeasible(pod)
     result: dict[str, int] = {}
     for container in containers:
@@ -355,9 +355,68 @@ def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
             if limits:  # a limit without a request is the request (API server defaulting)
                 _add_quantities(reqs, limits, requests or {})
         if statuses:
-            reqs = effective_requests(reqs, container.get("name"), statuses, mode, infeasible)
+            found = statuses.get(container.get("name"))  # type: ignore[arg-type]
+            if found is not None and not _unchanged(reqs, requests_of(container), found):
+                reqs = _plain_effective(reqs, found, mode, infeasible)
         _add_into(result, reqs)
     return result
+
+
+def requests_of(container: dict[str, Any]) -> Any:
+    resources = container.get("resources")
+    return resources.get("requests") if type(resources) is dict else None
+
+
+def _unchanged(spec_requests: dict[str, int], raw: Any, cs: dict[str, Any]) -> bool:
+    """The steady state, read without parsing: the status reports exactly the spec's requests (and the
+    limits added none), so every view is the spec."""
+    if type(raw) is not dict or len(raw) != len(spec_requests):
+        return False
+    resources = cs.get("resources")
+    if type(resources) is not dict or resources.get("requests") != raw:
+        return False
+    allocated = cs.get("allocatedResources")
+    return allocated is None or allocated == raw
+
+
+def _plain_statuses(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Container statuses by name, for the fast path (init statuses leave it: no init containers here)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cs in pod["status"]["containerStatuses"]:  # checked by _reports_resources
+        name = cs.get("name")
+        if type(name) is str:
+            out[name] = cs
+    return out
+
+
+def _plain_effective(
+    spec_requests: dict[str, int], cs: dict[str, Any], mode: str, infeasible: bool
+) -> dict[str, int]:
+    """`effective_requests` for well-formed statuses; anything unusual leaves the fast path."""
+    raw_allocated, resources = cs.get("allocatedResources"), cs.get("resources")
+    allocated: dict[str, int] = {}
+    if raw_allocated is not None:
+        _add_quantities(allocated, raw_allocated, {})
+    if resources is None:
+        if mode == KUBELET and raw_allocated is not None:
+            return allocated
+        return spec_requests
+    if type(resources) is not dict:
+        raise _Unusual
+    running: dict[str, int] = {}
+    raw_running = resources.get("requests")
+    if raw_running is not None:
+        _add_quantities(running, raw_running, {})
+    if mode == KUBELET:
+        base = allocated if raw_allocated is not None else spec_requests
+        if base == running or not running:
+            return base if not allocated or base is allocated else _max_of(base, allocated)
+        return _max_of(base, running, allocated)
+    if infeasible:
+        return _max_of(running, allocated)
+    if running == spec_requests and (not allocated or allocated == spec_requests):
+        return spec_requests  # the steady state: nothing resized
+    return _max_of(spec_requests, running, allocated)
 
 
 def _reports_resources(pod: dict[str, Any]) -> bool:
