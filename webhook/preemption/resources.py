@@ -332,11 +332,8 @@ def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
         return {}
     if type(containers) is not list:
         raise _Unusual
-    statuses: dict[str, dict[str, Any]] = {}
-    infeasible = False
-    if mode != SPEC and _reports_resources(pod):
-        statuses = _plain_statuses(pod)
-        infeasible = mode == SCHEDULER and is_resize_infeasible(pod)
+    statuses = _plain_statuses(pod) if mode != SPEC else None
+    infeasible: bool | None = None  # read only when a status differs from the spec
     result: dict[str, int] = {}
     for container in containers:
         if type(container) is not dict:
@@ -357,6 +354,8 @@ def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
         if statuses:
             found = statuses.get(container.get("name"))  # type: ignore[arg-type]
             if found is not None and not _unchanged(reqs, requests_of(container), found):
+                if infeasible is None:
+                    infeasible = mode == SCHEDULER and is_resize_infeasible(pod)
                 reqs = _plain_effective(reqs, found, mode, infeasible)
         _add_into(result, reqs)
     return result
@@ -379,10 +378,22 @@ def _unchanged(spec_requests: dict[str, int], raw: Any, cs: dict[str, Any]) -> b
     return allocated is None or allocated == raw
 
 
-def _plain_statuses(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Container statuses by name, for the fast path (init statuses leave it: no init containers here)."""
+def _plain_statuses(pod: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """Container statuses by name for the fast path; None when there are none."""
+    status = pod.get("status")
+    if not status:
+        return None
+    if type(status) is not dict:
+        raise _Unusual
+    items = status.get("containerStatuses")
+    if not items:
+        return None
+    if type(items) is not list:
+        raise _Unusual
     out: dict[str, dict[str, Any]] = {}
-    for cs in pod["status"]["containerStatuses"]:  # checked by _reports_resources
+    for cs in items:
+        if type(cs) is not dict:
+            raise _Unusual
         name = cs.get("name")
         if type(name) is str:
             out[name] = cs
@@ -417,26 +428,6 @@ def _plain_effective(
     if running == spec_requests and (not allocated or allocated == spec_requests):
         return spec_requests  # the steady state: nothing resized
     return _max_of(spec_requests, running, allocated)
-
-
-def _reports_resources(pod: dict[str, Any]) -> bool:
-    """Whether a container status reports resources (the status views differ from the spec only then)."""
-    status = pod.get("status")
-    if not status:
-        return False
-    if type(status) is not dict:
-        raise _Unusual
-    items = status.get("containerStatuses")
-    if not items:
-        return False
-    if type(items) is not list:
-        raise _Unusual
-    for cs in items:
-        if type(cs) is not dict:
-            raise _Unusual
-        if cs.get("resources") is not None or cs.get("allocatedResources") is not None:
-            return True
-    return False
 
 
 def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any]) -> None:
