@@ -409,7 +409,28 @@ def plan(env: Env, scenario: Scenario, manifest: dict[str, Any]) -> dict[str, An
         text=True,
     )
     assert out.returncode in (0, 1), out.stderr
-    return json.loads(out.stdout)
+    predicted: dict[str, Any] = json.loads(out.stdout)
+    if scenario.since >= (1, 29):
+        # Read live, `plan` follows the API server's version (GET /version): the same answer.
+        live = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "plan",
+                "--kubeconfig",
+                str(env.cluster.kubeconfig),
+                "--pod",
+                str(folder / "pod.json"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        assert live.returncode == out.returncode, live.stderr
+        answer = json.loads(live.stdout)
+        assert (answer["node"], answer["victims"]) == (predicted["node"], predicted["victims"]), answer
+    return predicted
 
 
 def scheduler_outcome(
