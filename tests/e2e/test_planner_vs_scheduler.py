@@ -17,8 +17,15 @@ Scenarios are generated from seeds (uneven nodes, several priorities, PDBs that 
 disruption, pods at or above the preemptor's priority) plus named ones for the PDB criterion and for
 nodes where preemption cannot help.
 
-Where kube-scheduler v1.24 differs from the current upstream semantics the planner follows, the test says
-so and asserts the difference (docs/planner.md lists them):
+On 1.33 (the default) resize and sidecar-container scenarios run too: pods resized through the `resize`
+subresource, their status written as the kubelet reports a deferred, an in-progress and an infeasible
+resize; `plan` (on the snapshot, and live with `--kubeconfig`) must agree with the scheduler. 1.33
+preempts asynchronously: the nomination comes before the deletions, which are waited for.
+
+Rechecked on 1.33, the two v1.24 differences are gone: the pod's message ends with the planner's, and a
+request above every node's allocatable is tried in vain on 1.33 as well (#131345 is 1.34), as the planner
+does for 1.33. Where kube-scheduler v1.24 differs, the test says so and asserts the difference
+(docs/planner.md lists them):
 - when no node is found, v1.24's message is the Filter diagnosis alone ("0/2 nodes are available: 2
   Insufficient cpu."); current upstream, and the planner, give the PostFilter's ("preemption: 0/2 nodes
   are available: 2 No preemption victims found for incoming pod.").
