@@ -127,14 +127,14 @@ def test_default_pod_copies_limits_into_requests_for_containers_and_init_contain
     assert got["spec"]["containers"][1] == "junk"
 
 
-def test_pod_level_requests_default_from_limits_only_for_resources_no_container_requests():
+def test_pod_level_requests_default_from_the_containers_then_from_the_limits():
     pod = {
         "spec": {
             "resources": {"limits": {"cpu": "4", "memory": "1Gi", "example.com/x": "1"}},
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
         }
     }
-    assert default_pod(pod)["spec"]["resources"]["requests"] == {"memory": "1Gi"}
+    assert default_pod(pod)["spec"]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
 
 
 def test_host_network_pods_get_host_ports():

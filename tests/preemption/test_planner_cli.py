@@ -114,8 +114,9 @@ def test_no_node_exits_one_with_upstreams_message(tmp_path, files, capsys):
     result = json.loads(out)
     assert (result["node"], result["victims"], result["nominatedPodsToClear"]) == (None, [], [])
     assert result["message"] == (
-        "preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, "
-        "1 Preemption is not helpful for scheduling."
+        # FitError.Error sorts the whole "<count> <reason>" strings: "1 ..." before "2 ..."
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
     )
 
 

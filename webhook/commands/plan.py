@@ -38,6 +38,7 @@ from webhook.preemption.cluster.snapshot import (
     read_pod,
 )
 from webhook.preemption.resources import InvalidObject
+from webhook.preemption.semantics import semantics_of
 from webhook.preemption.validate import check_pod
 
 
@@ -186,7 +187,10 @@ def _objects(
     def listed(plural: str, count: int) -> None:
         progress.update(f"listing {plural}: {count:,}")
 
+    from webhook.kube.version import server_version
+
     client = api_client(args.kubeconfig, args.in_cluster)
+    builder.semantics = semantics_of(server_version(client))  # the scheduler's version: the server's
     try:
         yield from list_objects(client, listed)
     except ListError as err:

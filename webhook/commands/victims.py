@@ -23,6 +23,7 @@ from webhook.preemption.node.admission import Admission, admit_to_node
 from webhook.preemption.node.victim_search import ORDER_QOS, ORDERS
 from webhook.preemption.pods import describe
 from webhook.preemption.resources import InvalidObject
+from webhook.preemption.semantics import node_semantics
 from webhook.preemption.validate import check_node, check_pod
 
 
@@ -89,7 +90,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.pod}: {invalid}")
     pod = default_pod(pod)
     try:
-        admission = admit_to_node(pod, node, pods, order=args.order, critical_priority=args.critical_priority)
+        admission = admit_to_node(
+            pod,
+            node,
+            pods,
+            order=args.order,
+            critical_priority=args.critical_priority,
+            semantics=node_semantics(node),  # the kubelet's version (status.nodeInfo.kubeletVersion)
+        )
     except InvalidObject as err:  # every field was read above; this is a safety net, not a path
         raise InputError(f"{args.pods}: {err}") from None
     sys.stdout.write(dump(result(admission), args.output))
