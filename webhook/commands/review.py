@@ -25,7 +25,7 @@ from webhook.objects.workloads import WORKLOADS, pod_template, template_path, te
 from webhook.policy.class_model import ClassSet
 from webhook.policy.pod_rules import PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
-from webhook.review.workloads import workload_message
+from webhook.review.workload_check import workload_message
 
 # kind → (group, version, resource) as the API server names it in a review.
 OBJECT_KINDS = {

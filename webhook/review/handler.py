@@ -22,7 +22,7 @@ from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.review.fastpath import well_formed
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error, qualified_resource
-from webhook.review.workloads import check_workload, workload_kind
+from webhook.review.workload_check import check_workload, workload_kind
 
 
 class Stage(enum.StrEnum):
