@@ -20,6 +20,7 @@ from webhook.files.class_files import load_classes
 from webhook.files.documents import InputError, load_objects
 from webhook.k8s import CREATE, PRIORITY_CLASS_RESOURCE, InvalidObject, section
 from webhook.objects.defaults import default_priority_class
+from webhook.objects.validation import undecodable
 from webhook.objects.workloads import WORKLOADS, pod_template, template_pod
 from webhook.policy.class_model import ClassSet, PriorityClass, StaticClassStore
 from webhook.policy.class_rules import validate_priority_class
@@ -113,7 +114,11 @@ def read_pod_input(path: str, classes: ClassSet, what: str = "Pod") -> PodInput:
         raise InputError(f"{path}: expected one {what} (or workload), found {len(found)}")
     source, obj = found[0]
     kind = obj.get("kind", "Pod")
-    return PodInput(as_pod(obj, kind, source), source, classes, kind)
+    pod = as_pod(obj, kind, source)
+    message = undecodable({"apiVersion": "v1", **obj, "kind": kind}, pod.get("spec"))
+    if message:  # the API server could not even decode it: no pod like this can exist
+        raise InputError(f"{source}: {message}")
+    return PodInput(pod, source, classes, kind)
 
 
 def as_pod(obj: dict[str, Any], kind: str, source: str) -> dict[str, Any]:

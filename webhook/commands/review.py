@@ -22,6 +22,7 @@ from webhook.files.documents import InputError, dump, load_objects
 from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR, section
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
+from webhook.objects.validation import undecodable
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
 from webhook.policy.class_model import ClassSet, PriorityClass
 from webhook.policy.pod_rules import PodOptions
@@ -204,6 +205,8 @@ def _object(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | N
     """A CREATE of `obj`, as `kubectl create` would send it; the stored object, or None if refused."""
     kind = obj["kind"]
     namespace = _namespace(source, obj, state) if kind == "Pod" else None
+    if kind == "Pod" and _undecodable(obj, obj.get("spec")):
+        return None
     obj = default_pod(obj) if kind == "Pod" else default_priority_class(obj)
     try:
         admitted = _admit(obj, namespace, state)
@@ -245,6 +248,14 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else obj
 
 
+def _undecodable(obj: dict[str, Any], spec: Any) -> bool:
+    """A quantity the API server cannot decode: its 400 BadRequest, printed as kubectl prints it."""
+    message = undecodable(obj, spec)
+    if message:
+        print(kubectl_error("BadRequest", message), file=sys.stderr)
+    return message is not None
+
+
 def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
     """The workload with its pod template as its pods will be admitted, or None if they would be refused."""
     kind = obj["kind"]
@@ -254,6 +265,8 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
     template = pod_template(obj, kind)
     if template is None:
         return obj  # nothing to admit; the API server's own validation speaks about the missing template
+    if _undecodable(obj, template.get("spec")):
+        return None
     try:
         admitted = _admit(template_pod(template, namespace), namespace, state, quiet=True)
     except MalformedReview as err:
