@@ -156,3 +156,14 @@ def test_plan_takes_the_books_deployment_with_its_classes(node_files, tmp_path, 
     code, out, err = run(["plan", "--cluster", str(cluster), "--pod", str(pod)], capsys)
     assert (code, err) == (0, "")
     assert json.loads(out)["node"] == "n1"
+
+
+def test_an_unrendered_chart_template_is_named_as_such(capsys):
+    """The cluster-overprovisioner chart's PriorityClass template, given as it is in the repository."""
+    path = PUBLIC / "cluster-overprovisioner" / "priorityclass-overprovision.yaml"
+    code, out, err = run(["review", str(path)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f'priority-webhook review: error: {path}: line 1: {{{{ template "PriorityClass.apiVersion" . }}}}: '
+        "an unrendered template; render it first (helm template ...)\n"
+    )
