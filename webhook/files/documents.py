@@ -156,9 +156,10 @@ def parse_documents(text: str, source: str) -> list[Any]:
             docs = [(json.loads(text, object_pairs_hook=_no_duplicate_keys), False)]
         else:
             docs = [(d, aliased) for d, aliased in _yaml_documents(text) if d is not None]
-    except _DocumentError as err:
+    except _DocumentError as err:  # the document is named once there is more than one
+        where = f"{source}: document {err.number}" if err.number > 1 else source
         raise _unrendered(text, source) or InputError(
-            f"{source}: document {err.number}: not valid YAML or JSON: {_yaml_error(err.err)}"
+            f"{where}: not valid YAML or JSON: {_yaml_error(err.err)}"
         ) from None
     except yaml.YAMLError as err:
         raise _unrendered(text, source) or InputError(
