@@ -97,6 +97,8 @@ def read_pod_input(path: str, classes: ClassSet, what: str = "Pod") -> PodInput:
         if not isinstance(doc, dict):
             raise InputError(f"{source}: expected a Kubernetes object, got {type(doc).__name__}")
         kind = doc.get("kind", "Pod")
+        if not isinstance(kind, str):
+            raise InputError(f"{source}: expected kind Pod, got {kind!r}")
         if kind == "PriorityClass":
             try:
                 _, classes = admit_class(doc, classes)
