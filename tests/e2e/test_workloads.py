@@ -314,4 +314,6 @@ def test_kubectl_priority_says_not_found_for_a_missing_kubeconfig(
         cluster, "victims", "--node", "n", "--pod", "pod.yaml", "--kubeconfig", str(missing), cwd=tmp_path
     )
     assert result.returncode == 2
-    assert result.stderr == f"priority-webhook victims: error: kubeconfig {missing}: not found\n"
+    assert (
+        result.stderr == f"kubectl priority victims: error: kubeconfig {missing}: not found\n"
+    )  # errors name the plugin
