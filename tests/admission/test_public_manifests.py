@@ -167,3 +167,12 @@ def test_an_unrendered_chart_template_is_named_as_such(capsys):
         f'priority-webhook review: error: {path}: line 1: {{{{ template "PriorityClass.apiVersion" . }}}}: '
         "an unrendered template; render it first (helm template ...)\n"
     )
+
+
+def test_a_class_in_the_input_and_in_a_classes_file_is_one_class(capsys):
+    """The same default class given with --classes and in the input is not its own rival default."""
+    prios = str(KUEUE / "prios.yaml")
+    code, _, err = run(["review", prios, "--classes", prios, "-o", "json"], capsys)
+    assert (code, err) == (0, "")
+    code, _, err = run(["review", str(BOOK / "default-priority.yaml"), "--classes", prios], capsys)
+    assert code == 1 and "PriorityClass low-prio is already marked as default" in err

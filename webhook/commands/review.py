@@ -79,9 +79,17 @@ def _input_classes(state: _Run, inputs: list[tuple[str, Any]]) -> None:
     for i, (source, doc) in enumerate(inputs):
         if not isinstance(doc, dict) or doc.get("kind") != "PriorityClass":
             continue
+        name = section(doc, "metadata").get("name")
+        known = state.classes
+        if isinstance(name, str) and name in state.classes:
+            # Known already (a --classes file): this one replaces it, as `kubectl apply` would, so it is
+            # not its own rival for the one default.
+            state.classes = state.classes.without(name)
         stored = _object(source, doc, state)
         state.class_results[i] = stored
-        if stored is not None:
+        if stored is None:
+            state.classes = known  # refused: the class it would have replaced stays
+        else:
             pc = PriorityClass.from_object(stored)
             state.classes = state.classes.with_class(pc)
             state.defined_at[pc.name] = (i, source)
