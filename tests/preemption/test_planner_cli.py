@@ -268,7 +268,7 @@ def test_bad_snapshot_exits_two_naming_file_and_field(tmp_path, objects, message
             'pre.json: Pod default/pre: pods "pre" is forbidden: no PriorityClass with name nope was found',
         ),
         ({"kind": "Node", "metadata": {"name": "x"}}, "pre.json: expected kind Pod, got 'Node'"),
-        ([pod("a"), pod("b")], "pre.json: expected one Pod, found 2 documents"),
+        ([pod("a"), pod("b")], "pre.json: expected one Pod (or workload), found 2"),
         (
             pod("pre", "node1", HIGH, L, phase="Succeeded"),
             "pre.json: status.phase: the pod has already terminated",
