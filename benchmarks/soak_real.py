@@ -238,24 +238,22 @@ def _same_denial(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def classify(result: dict[str, Any], classes: Classes, window: float) -> str:
     a, b = result["a"], result["b"]
-    if b["code"] == 0 or b["code"] >= 500:
+    if not 200 <= b["code"] < 500:
         return "twin unavailable"
-    if a["code"] < 300 and result["namespace"] == "kube-system" and a["fields"][0] is None:
-        return "kube-system admitted without priority (mutation skipped)"
-    if a["code"] < 300 and b["code"] < 300:
-        if a["fields"] == b["fields"]:
-            return "agree"
-    elif 300 <= a["code"] < 500 and b["code"] >= 300 and _same_denial(a, b):
-        return "agree"
+    a_ok, b_ok = 200 <= a["code"] < 300, b["code"] < 300
     if a["code"] == 0 or (a["code"] >= 500 and "failed calling webhook" not in a.get("message", "")):
-        return "refused: A's API server unavailable"
-    if a["code"] >= 300 and b["code"] < 300:
-        message = a.get("message", "")
-        if "failed calling webhook" in message:
-            return "refused while in-tree admits: webhook unreachable or timed out"
-        near = classes.near_write(result["sent"], result["done"], window)
-        return f"refused while in-tree admits: webhook denial{' near a class write' if near else ''}"
+        return "refused: A's API server unavailable (its restart, etcd's)"
+    if a_ok and result["namespace"] == "kube-system" and a["fields"][0] is None:
+        return "kube-system admitted without priority (mutation skipped)"
+    if a_ok and b_ok and a["fields"] == b["fields"]:
+        return "agree"
+    if not a_ok and not b_ok and _same_denial(a, b):
+        return "agree"
     near = classes.near_write(result["sent"], result["done"], window)
+    if not a_ok and b_ok:
+        if "failed calling webhook" in a.get("message", ""):
+            return "refused while in-tree admits: webhook unreachable or timed out"
+        return f"refused while in-tree admits: webhook denial{' near a class write' if near else ''}"
     return "disagree near a class write" if near else "WRONG: disagree, no class write near"
 
 
@@ -631,7 +629,13 @@ def main() -> int:
         for thread in threads:
             thread.join(60)
 
-    tally = Counter(classify(r, classes, args.window) for r in results)
+    tally: Counter[str] = Counter()
+    examples: dict[str, list[Any]] = {}
+    for result in results:
+        kind = classify(result, classes, args.window)
+        tally[kind] += 1
+        if kind != "agree" and len(examples.setdefault(kind, [])) < 3:
+            examples[kind].append({k: result[k] for k in ("namespace", "a", "b")})
     latencies = [r["answered"] - r["sent"] for r in results if r["a"]["code"] and r["a"]["code"] < 300]
     stale = [s for _, s in samples]
     report: dict[str, Any] = {
@@ -647,6 +651,7 @@ def main() -> int:
             "p99": percentile(stale, 0.99),
             "max": max(stale, default=float("nan")),
         },
+        "examples": examples,
         "faults": [name for _, name in events],
         "unready_seconds_per_replica": balancer.unready_seconds,
         "hostile_connections_opened": dict(opened),
