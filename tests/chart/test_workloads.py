@@ -122,6 +122,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
         "--threads=4",
         "--graceful-timeout=20",
         "--log-level=info",
+        "--system-namespace=kube-system",
     ]
     assert port_number(c, "https") == 8443
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}

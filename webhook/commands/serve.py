@@ -12,7 +12,7 @@ from webhook.files import tls
 from webhook.files.documents import InputError
 from webhook.kube import ConfigError
 from webhook.policy.class_model import ClassStore
-from webhook.policy.pod_rules import PodOptions
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
 # its metrics are imported by each worker, after that).
@@ -47,6 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--deny-unadmittable-workloads",
         action="store_true",
         help="deny a Deployment, Job, ... whose pods would be forbidden (default: admit it with a warning)",
+    )
+    parser.add_argument(
+        "--system-namespace",
+        action="append",
+        dest="system_namespaces",
+        metavar="NAMESPACE",
+        help="a namespace served by fail-open webhook entries (repeat for several; the chart passes "
+        "admission.systemNamespaces): a pod there that reaches /validate without spec.priority, its "
+        "mutation skipped by a timeout or an outage, is admitted with a warning and counted in "
+        "priority_webhook_unresolved_pods_total (default: kube-system)",
     )
     parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
@@ -117,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         options=PodOptions(
             legacy_critical_annotation=args.legacy_critical_annotation,
             deny_unadmittable_workloads=args.deny_unadmittable_workloads,
+            system_namespaces=frozenset(args.system_namespaces or DEFAULT_POD_OPTIONS.system_namespaces),
         ),
         workers=args.workers,
         threads=args.threads,

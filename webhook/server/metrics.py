@@ -56,6 +56,12 @@ ADMISSION_DURATION = Histogram(
     LABELS,
     buckets=BUCKETS,
 )
+UNRESOLVED_PODS = Counter(
+    "priority_webhook_unresolved_pods",
+    "Pods admitted by /validate in a system namespace without spec.priority: their /mutate call was "
+    "skipped (webhook timeout or outage under the fail-open entries), so they run without the priority "
+    "their class gives. Any increase deserves a look.",
+)
 CERTIFICATE_NOT_AFTER = Gauge(
     "priority_webhook_serving_certificate_not_after_timestamp_seconds",
     "Unix time at which the serving certificate in use expires (earliest over live workers), by file. "
