@@ -223,3 +223,8 @@ resources:
 securityContext:
   {{- toYaml .Values.containerSecurityContext | nindent 2 }}
 {{- end -}}
+
+{{/* Every webhook name the configurations use, as a regular expression for the API server's metrics. */}}
+{{- define "priority-webhook.webhookNamesRegex" -}}
+(pods|system-pods|priorityclasses|workloads)\.priority-webhook\.io
+{{- end -}}
