@@ -295,7 +295,11 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = 
         "evictions forbidden (not a budget)",
         "PriorityWebhookSidecarEvictionsFailing",
         [
-            _series("priority_webhook_sidecar_eviction_failures_total", f'{OURS},pod="s1",reason="Forbidden"', "0x5 1x10"),
+            _series(
+                "priority_webhook_sidecar_eviction_failures_total",
+                f'{OURS},pod="s1",reason="Forbidden"',
+                "0x5 1x10",
+            ),
             _series(
                 "priority_webhook_sidecar_eviction_failures_total",
                 f'{OURS},pod="s1",reason="TooManyRequests"',
@@ -363,7 +367,9 @@ def promtool() -> str:
     if found:
         return found
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail("promtool is missing (scripts/test installs the Debian package prometheus)", pytrace=False)
+        pytest.fail(
+            "promtool is missing (scripts/test installs the Debian package prometheus)", pytrace=False
+        )
     pytest.skip("promtool is not installed (Debian package prometheus)")
 
 
@@ -450,7 +456,9 @@ def test_api_server_filters_name_every_webhook_the_chart_configures(
     "values, threshold",
     [({}, 2.5), ({"admission": {"timeoutSeconds": 10}, "prometheusRule": {"slowFraction": 0.8}}, 8.0)],
 )
-def test_slow_threshold_follows_the_timeout(values: dict[str, Any], threshold: float, rendered: Render) -> None:
+def test_slow_threshold_follows_the_timeout(
+    values: dict[str, Any], threshold: float, rendered: Render
+) -> None:
     merged = copy.deepcopy(SCENARIOS["alerts"])
     for key, value in values.items():
         merged[key] = {**merged.get(key, {}), **value}
