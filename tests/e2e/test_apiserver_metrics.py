@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+
 from tests.chart.scenarios import SCENARIOS
 from tests.e2e.chart_rbac import render_chart
 from tests.e2e.webhook import (
