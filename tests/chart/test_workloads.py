@@ -164,7 +164,10 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
     r = rendered(SCENARIOS["sidecar"])
     daemonset = r.one("DaemonSet", SIDECAR)
     pod = daemonset["spec"]["template"]["spec"]
-    assert pod["tolerations"] == [{"operator": "Exists"}], "tolerates every taint, NoExecute included"
+    assert pod["tolerations"] == [
+        {"operator": "Exists", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "PreferNoSchedule"},
+    ], "every taint that keeps pods off a node, none that tells them to leave"
     assert pod["priorityClassName"] == "system-node-critical"
     assert (
         pod["serviceAccountName"]

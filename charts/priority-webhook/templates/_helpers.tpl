@@ -228,3 +228,20 @@ securityContext:
 {{- define "priority-webhook.webhookNamesRegex" -}}
 (pods|system-pods|priorityclasses|workloads)\.priority-webhook\.io
 {{- end -}}
+
+{{/* ServiceAccounts: the chart's, or the operator's own (serviceAccount.create false, name required). */}}
+{{- define "priority-webhook.serviceAccountName" -}}
+{{- $sa := .Values.webhook.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "webhook.serviceAccount.name is required when webhook.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.fullname" .) $sa.name -}}
+{{- end -}}
+
+{{- define "priority-webhook.sidecarServiceAccountName" -}}
+{{- $sa := .Values.sidecar.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "sidecar.serviceAccount.name is required when sidecar.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.sidecarName" .) $sa.name -}}
+{{- end -}}
