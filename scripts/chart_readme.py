@@ -89,7 +89,10 @@ def render() -> str:
     values = yaml.safe_load(text)
     rows = []
     for path, description in documented_keys(text):
-        value = lookup(values, path)
+        try:
+            value = lookup(values, path)
+        except (KeyError, TypeError):  # a key inside a list item: part of its parent's default
+            continue
         leaf = not isinstance(value, dict) or not value
         if not description and not leaf:
             continue

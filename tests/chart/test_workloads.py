@@ -11,6 +11,7 @@ import pytest
 from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches
+from webhook import __version__
 
 Render = Callable[[dict[str, Any]], Rendered]
 SIDECAR = f"{FULLNAME}-sidecar"
@@ -110,7 +111,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
     r = rendered({})
     deployment = r.one("Deployment", FULLNAME)
     c = container(deployment)
-    assert c["image"] == "priority-webhook:0.1.0"
+    assert c["image"] == f"priority-webhook:{__version__}"
     tls_mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
     assert tls_mount["readOnly"] is True and "subPath" not in tls_mount, "subPath mounts never see rotation"
     assert c["args"] == [
