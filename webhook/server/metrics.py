@@ -18,6 +18,7 @@ its path on the machine.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -148,7 +149,7 @@ class _ProcessesWithMetricFiles:
     def collect(self) -> Iterator[Metric]:
         merged: dict[str, Metric] = {}
         for pid in self.pids():
-            collector = ProcessCollector(pid=lambda pid=pid: pid, proc=self.proc, registry=None)
+            collector = ProcessCollector(pid=functools.partial(str, pid), proc=self.proc, registry=None)
             for family in collector.collect():
                 target = merged.setdefault(
                     family.name, Metric(family.name, family.documentation, family.type)
