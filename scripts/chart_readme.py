@@ -118,7 +118,8 @@ def render() -> str:
         "## Install",
         "",
         "```sh",
-        f"helm install {chart['name']} ./charts/{chart['name']} --namespace priority-system --create-namespace",
+        f"helm install {chart['name']} ./charts/{chart['name']} \\",
+        "  --namespace priority-system --create-namespace",
         "```",
         "",
         f"Kubernetes: `{chart['kubeVersion']}`. Operations, alerts and runbooks: docs/operations.md in the"
@@ -149,7 +150,10 @@ def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
         if not target.exists() or target.read_text() != text:
-            print(f"{target.relative_to(ROOT)} is not current: run python3 scripts/chart_readme.py", file=sys.stderr)
+            print(
+                f"{target.relative_to(ROOT)} is not current: run python3 scripts/chart_readme.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     target.write_text(text)

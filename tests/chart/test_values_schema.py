@@ -108,7 +108,11 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("hostNetwork flag type", {"webhook": {"hostNetwork": "yes"}}, "hostNetwork"),
     ("alert days", {"prometheusRule": {"certificateExpiryWarningDays": 1}}, "certificateExpiryWarningDays"),
     ("test namespace", {"tests": {"namespace": "Not_A_Namespace"}}, "namespace"),
-    ("common label owned by the chart", {"commonLabels": {"app.kubernetes.io/name": "x"}}, "commonLabels"),
+    (
+        "common label owned by the chart",
+        {"commonLabels": {"app.kubernetes.io/name": "x"}},
+        "invalid propertyName 'app.kubernetes.io/name'",
+    ),
     ("common label value type", {"commonLabels": {"team": 5}}, "commonLabels"),
     ("extra volume without a name", {"webhook": {"extraVolumes": [{"emptyDir": {}}]}}, "extraVolumes"),
     ("extra mount without a path", {"sidecar": {"extraVolumeMounts": [{"name": "x"}]}}, "extraVolumeMounts"),

@@ -215,6 +215,8 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in r.objects:
         if obj["kind"] in cluster_scoped:
