@@ -215,5 +215,7 @@ def test_alerts_query_exported_metrics_with_the_configured_thresholds(rendered: 
     soon = alerts["PriorityWebhookCertificateExpiresSoon"]
     assert soon["expr"].endswith(f"< {30 * 86400}") and soon["labels"]["severity"] == "warning"
     assert alerts["PriorityWebhookCertificateExpiresVerySoon"]["expr"].endswith(f"< {10 * 86400}")
-    assert all(f'namespace="{NAMESPACE}"' in a["expr"] for a in alerts.values())
+    # the API server's series carry its own namespace: they are selected by webhook name instead
+    ours = [a for a in alerts.values() if "apiserver_admission" not in a["expr"]]
+    assert ours and all(f'namespace="{NAMESPACE}"' in a["expr"] for a in ours)
     assert rendered({}).of_kind("PrometheusRule") == []

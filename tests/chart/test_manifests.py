@@ -133,6 +133,8 @@ def test_default_install_renders_exactly_the_core_objects(
             ("ClusterRole", "-sidecar"),
             ("ClusterRoleBinding", "-sidecar"),
             ("DaemonSet", "-sidecar"),
+            ("ValidatingAdmissionPolicy", "-sidecar-node-restriction"),
+            ("ValidatingAdmissionPolicyBinding", "-sidecar-node-restriction"),
             ("ConfigMap", "-hooks"),
             ("ServiceAccount", "-hooks"),
             ("ClusterRole", "-hooks"),

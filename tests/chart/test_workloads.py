@@ -11,6 +11,7 @@ import pytest
 from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches
+from webhook import __version__
 
 Render = Callable[[dict[str, Any]], Rendered]
 SIDECAR = f"{FULLNAME}-sidecar"
@@ -110,7 +111,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
     r = rendered({})
     deployment = r.one("Deployment", FULLNAME)
     c = container(deployment)
-    assert c["image"] == "priority-webhook:0.1.0"
+    assert c["image"] == f"priority-webhook:{__version__}"
     tls_mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
     assert tls_mount["readOnly"] is True and "subPath" not in tls_mount, "subPath mounts never see rotation"
     assert c["args"] == [
@@ -165,7 +166,10 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
     r = rendered(SCENARIOS["sidecar"])
     daemonset = r.one("DaemonSet", SIDECAR)
     pod = daemonset["spec"]["template"]["spec"]
-    assert pod["tolerations"] == [{"operator": "Exists"}], "tolerates every taint, NoExecute included"
+    assert pod["tolerations"] == [
+        {"operator": "Exists", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "PreferNoSchedule"},
+    ], "every taint that keeps pods off a node, none that tells them to leave"
     assert pod["priorityClassName"] == "system-node-critical"
     assert (
         pod["serviceAccountName"]
@@ -212,6 +216,8 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in r.objects:
         if obj["kind"] in cluster_scoped:

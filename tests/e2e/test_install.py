@@ -67,7 +67,15 @@ def release(cluster: ControlPlane) -> Iterator[dict[str, str]]:
     instance = f"app.kubernetes.io/instance={names['release']}"
     cluster.kubectl(
         "delete",
-        ",".join((*CONFIG_KINDS, "clusterrole", "clusterrolebinding")),
+        ",".join(
+            (
+                *CONFIG_KINDS,
+                "clusterrole",
+                "clusterrolebinding",
+                "validatingadmissionpolicy",
+                "validatingadmissionpolicybinding",
+            )
+        ),
         "-l",
         instance,
         "--ignore-not-found",

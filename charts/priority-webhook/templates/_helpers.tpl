@@ -47,6 +47,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: priority-webhook
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* Selector labels; call with (dict "root" $ "component" "webhook"). */}}
@@ -222,4 +225,26 @@ resources:
     memory: 128Mi
 securityContext:
   {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Every webhook name the configurations use, as a regular expression for the API server's metrics. */}}
+{{- define "priority-webhook.webhookNamesRegex" -}}
+(pods|system-pods|priorityclasses|workloads)\.priority-webhook\.io
+{{- end -}}
+
+{{/* ServiceAccounts: the chart's, or the operator's own (serviceAccount.create false, name required). */}}
+{{- define "priority-webhook.serviceAccountName" -}}
+{{- $sa := .Values.webhook.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "webhook.serviceAccount.name is required when webhook.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.fullname" .) $sa.name -}}
+{{- end -}}
+
+{{- define "priority-webhook.sidecarServiceAccountName" -}}
+{{- $sa := .Values.sidecar.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "sidecar.serviceAccount.name is required when sidecar.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.sidecarName" .) $sa.name -}}
 {{- end -}}
