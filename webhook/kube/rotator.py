@@ -352,6 +352,17 @@ class Rotator:
         tls.write_file(self.settings.cert_dir / tls.TLS_CERT, serving.cert_pem(), 0o644)
         return serving
 
+    def _write_bundle(self, bundle: bytes) -> None:
+        """`ca.crt` in the cert dir: the CAs a client of this replica may trust (as the API server does)."""
+        path = self.settings.cert_dir / tls.CA_CERT
+        try:
+            if path.read_bytes() == bundle:
+                return
+        except OSError:
+            pass
+        self.settings.cert_dir.mkdir(parents=True, exist_ok=True)
+        tls.write_file(path, bundle, 0o644)
+
     # -- one pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> PassResult:
         actions: list[str] = []
@@ -365,6 +376,7 @@ class Rotator:
             name = config.obj["metadata"]["name"]
             if needs_patch(config.published, state) and self._patch_config(config, state, bundle):
                 actions.append(f"{config.kind} {name}: caBundle of {len(state.trusted)} CA(s)")
+        self._write_bundle(bundle)
         serving = self.read_serving(view)
         reason = serving_renewal(serving, state.current, self.settings.names, self.clock())
         if reason is not None:
