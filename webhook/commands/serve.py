@@ -9,6 +9,7 @@ import re
 import ssl
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
@@ -22,6 +23,9 @@ from webhook.policy.pod_rules import PodOptions
 from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
 from webhook.server.store import StoreSpec, open_store
 from webhook.server.tlscontext import ReloadingContext
+
+if TYPE_CHECKING:
+    from webhook.kube.rotator import Rotator
 
 log = logging.getLogger("webhook.serve")
 
@@ -199,21 +203,22 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
-    if args.ca_secret is not None:
-        _issue_own_certificates(args, spec)
-    elif args.webhook_configuration is not None:
+    rotator = _issue_own_certificates(args, spec) if args.ca_secret is not None else None
+    if rotator is None and args.webhook_configuration is not None:
         raise InputError("--webhook-configuration: needs --ca-secret (the CA whose bundle it keeps)")
     certificate = _tls(args.cert_dir, args.read_timeout)
     with metrics_dir() as path:
         log.info("metrics directory %s", path)
+        if rotator is not None:
+            rotator.start(args.rotation_interval.total_seconds())
         WebhookApplication(settings, certificate, master_store).run()
     return 0
 
 
-def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> None:
-    """Before serving: a serving certificate that every webhook configuration trusts. Then, on a thread of
-    this (master) process, the passes that renew it, the CA and the caBundle at run time. The server does
-    not listen before that, so a replica is never ready with a certificate the API server would refuse."""
+def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> Rotator:
+    """Before serving: a serving certificate that every webhook configuration trusts. The server does not
+    listen before that, so a replica is never ready with a certificate the API server would refuse. The
+    rotator's thread (in this master process) then renews it, the CA and the caBundle at run time."""
     if not spec.cluster:
         raise InputError("--ca-secret: needs --kubeconfig or --in-cluster (the CA is kept in the cluster)")
     if not tls.is_dns_label(args.service):
@@ -243,7 +248,7 @@ def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> None:
     interval = args.rotation_interval.total_seconds()
     log.info("issuing the serving certificate from the CA in Secret %s/%s", namespace, secret)
     rotator.wait_ready(interval, threading.Event())
-    rotator.start(interval)
+    return rotator
 
 
 def _check_store(spec: StoreSpec) -> ClassStore | None:

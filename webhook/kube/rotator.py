@@ -413,22 +413,47 @@ class Rotator:
             stop.wait(min(interval, FAST_INTERVAL))
         return False
 
-    def run(self, interval: float, stop: threading.Event) -> None:
-        """Passes every `interval` seconds until `stop`; more often while a configuration is missing (a Helm
-        hook re-creating it), so that it trusts the webhook again quickly."""
-        expected = len(CONFIG_KINDS) if self.settings.configuration else 0
-        while True:
-            result = self.reconcile_logged()
-            found = result.configurations_found if result is not None else expected
-            if stop.wait(interval if found == expected else min(interval, FAST_INTERVAL)):
-                return
+    def run(self, interval: float, stop: threading.Event, wake: threading.Event) -> None:
+        """A pass every `interval` seconds, and at once when `wake` is set, until `stop`."""
+        while not stop.is_set():
+            wake.clear()
+            self.reconcile_logged()
+            wake.wait(interval)
 
     def start(self, interval: float) -> threading.Event:
-        """`run` on a daemon thread; set the returned event to stop it."""
-        stop = threading.Event()
-        threading.Thread(target=self.run, args=(interval, stop), name="cert-rotation", daemon=True).start()
+        """`run` on a daemon thread, woken by a watch on each webhook configuration: one re-created without
+        a caBundle (a Helm or Argo CD hook) is patched within moments, not at the next interval. Set the
+        returned event to stop. (Call it once the metrics directory is chosen: the watches count events.)"""
+        from webhook.kube.reflector import Reflector
+
+        stop, wake = threading.Event(), threading.Event()
+        if self.settings.configuration is not None:
+            for path in CONFIG_KINDS.values():
+                Reflector(
+                    self.api,
+                    path,
+                    _Waker(wake),
+                    name=path.rsplit("/", 1)[1],
+                    field_selector=f"metadata.name={self.settings.configuration}",
+                ).start()
+        threading.Thread(
+            target=self.run, args=(interval, stop, wake), name="cert-rotation", daemon=True
+        ).start()
         return stop
 
 
-# How often a pass runs while the webhook is not ready yet, or a configuration is missing.
+class _Waker:
+    """A reflector's store that keeps nothing: any change to a watched configuration wakes the loop."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+
+    def replace(self, objects: list[dict], resource_version: str) -> None:
+        self.wake.set()
+
+    def apply(self, event_type: str, obj: dict) -> None:
+        self.wake.set()
+
+
+# How often a pass runs while the webhook is not ready yet.
 FAST_INTERVAL = 1.0
