@@ -74,7 +74,7 @@ def test_lifetimes_come_from_values(rendered: Render) -> None:
 
 def test_rbac_is_one_secret_and_the_two_configurations(rendered: Render) -> None:
     r = rendered({})
-    role = r.one("Role", f"{FULLNAME}-certificates")
+    role = r.one("Role", FULLNAME)
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
@@ -85,8 +85,7 @@ def test_rbac_is_one_secret_and_the_two_configurations(rendered: Render) -> None
             "verbs": ["get", "update"],
         },
     ]
-    cluster_role = r.one("ClusterRole", f"{FULLNAME}-certificates")
-    assert cluster_role["rules"] == [
+    assert r.one("ClusterRole", FULLNAME)["rules"][1:] == [
         {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
@@ -94,16 +93,16 @@ def test_rbac_is_one_secret_and_the_two_configurations(rendered: Render) -> None
             "verbs": ["get", "list", "watch", "patch"],
         }
     ]
-    for kind, name in (("RoleBinding", role), ("ClusterRoleBinding", cluster_role)):
-        binding = r.one(kind, f"{FULLNAME}-certificates")
-        assert binding["roleRef"]["name"] == name["metadata"]["name"]
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+    binding = r.one("RoleBinding", FULLNAME)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": FULLNAME}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
 
 
 @pytest.mark.parametrize("scenario", ["generated", "cert-manager", "provided"])
 def test_other_modes_get_none_of_it(rendered: Render, scenario: str) -> None:
     r = rendered(SCENARIOS[scenario])
-    assert not [o for o in r.objects if o["metadata"]["name"] == f"{FULLNAME}-certificates"]
+    assert not [o for o in r.of_kind("Role") + r.of_kind("RoleBinding") if o["metadata"]["name"] == FULLNAME]
+    assert len(r.one("ClusterRole", FULLNAME)["rules"]) == 1, "PriorityClasses only"
     args = r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--ca-secret")]
 

@@ -33,6 +33,18 @@
 {{- printf "%s-webhook-ca" (include "priority-webhook.fullname" . | trunc 52 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/* Webhook mode: the webhook keeps the caBundle of its own two configurations current (only theirs). It
+watches them (list and watch by name, a fieldSelector on metadata.name) to patch one re-created by a hook at
+once. Rules of the webhook's ClusterRole; nothing in the other modes. */}}
+{{- define "priority-webhook.certificateRules" -}}
+{{- if eq .Values.certificates.mode "webhook" -}}
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+  resourceNames: [{{ include "priority-webhook.fullname" . | quote }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end -}}
+{{- end -}}
+
 {{/* The DNS name the API server dials (and checks the serving certificate against). */}}
 {{- define "priority-webhook.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "priority-webhook.fullname" .) .Release.Namespace -}}
