@@ -16,6 +16,7 @@ Not one creation and not one handshake may fail, and the caBundle and the served
 from __future__ import annotations
 
 import base64
+import datetime
 import socket
 import ssl
 import threading
@@ -23,13 +24,17 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import helm_python as helm
 import pytest
 import requests
+import yaml
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 
+from tests.chart.rendering import CHART
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
 from tests.e2e.webhook import (
     admission_requests,
@@ -42,6 +47,8 @@ from tests.e2e.webhook import (
 from tests.support.envtest import ControlPlane
 from tests.support.server import WebhookServer, free_port, webhook_server
 from tests.support.wait import wait_for
+from webhook.kube.config import api_client
+from webhook.kube.rotator import RotationSettings, Rotator
 
 CA_VALIDITY, CERT_VALIDITY = "30s", "10s"
 
@@ -230,3 +237,79 @@ def _rotate_under_load(
     # The bundle grew (successor trusted), then lost the first CA; the served certificate changed issuer.
     assert 2 in [len(b) for b in seen.bundles], seen.bundles
     assert len(set(seen.issuers)) >= 2 and seen.issuers[-1] in seen.bundles[-1], seen.issuers
+
+
+def test_helm_keeps_the_ca_bundle_the_webhook_wrote(cluster: ControlPlane, tmp_path: Path) -> None:
+    """Real Helm on the real API server: the chart renders no caBundle, the webhook (one pass of its loop,
+    as its own ServiceAccount) writes it, an upgrade leaves it alone, and the install gate's hooks, which
+    re-create the configurations at every upgrade, are rendered already carrying it (`lookup` of the CA
+    Secret). Fail-open and without the gate, so that nothing waits for a webhook that cannot run here."""
+    name, namespace = f"own{uuid.uuid4().hex[:5]}", f"pw-own-{uuid.uuid4().hex[:6]}"
+    fullname = f"{name}-priority-webhook"
+    values: dict[str, Any] = {
+        "kubeVersionOverride": cluster.version,
+        "sidecar": {"enabled": False},
+        "admission": {
+            "installGate": {"enabled": False},
+            "failurePolicy": "Ignore",
+            "priorityClassFailurePolicy": "Ignore",
+        },
+    }
+    probe = cluster.session()
+    try:
+        with (
+            helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+            helm.Chart.load(CHART) as chart,
+        ):
+            config.install(chart, name, values, namespace=namespace, create_namespace=True, timeout=60)
+            assert set(bundles_of(probe, cluster, fullname)) == {b""}, "installed without a caBundle"
+
+            token = cluster.service_account_kubeconfig(tmp_path / "webhook.kubeconfig", namespace, fullname)
+            rotator = Rotator(
+                api_client(str(token), False),
+                RotationSettings(
+                    namespace=namespace,
+                    secret=f"{fullname}-webhook-ca",
+                    configuration=fullname,
+                    service=fullname,
+                    cert_dir=tmp_path / "tls",
+                    ca_lifetime=datetime.timedelta(days=365),
+                    cert_lifetime=datetime.timedelta(days=90),
+                ),
+            )
+            assert rotator.reconcile().ready
+            secret = cluster.get_json("secret", f"{fullname}-webhook-ca", "-n", namespace)
+            bundle = base64.b64decode(secret["data"]["ca-bundle.crt"])
+            assert set(bundles_of(probe, cluster, fullname)) == {bundle}
+
+            config.upgrade(
+                chart, name, {**values, "webhook": {"logLevel": "debug"}}, namespace=namespace, timeout=60
+            )
+            assert set(bundles_of(probe, cluster, fullname)) == {bundle}, "the upgrade left it alone"
+            assert rotator.reconcile().actions == [], "nothing for the webhook to repair"
+
+            gated = {**values, "admission": {**values["admission"], "installGate": {"enabled": True}}}
+            release = config.upgrade(chart, name, gated, namespace=namespace, dry_run="server")
+            hooks = [
+                doc
+                for hook in release["hooks"]
+                for doc in yaml.safe_load_all(hook["manifest"])
+                if doc and doc["kind"].endswith("WebhookConfiguration")
+            ]
+            assert len(hooks) == 2
+            for doc in hooks:
+                assert {h["clientConfig"]["caBundle"] for h in doc["webhooks"]} == {
+                    base64.b64encode(bundle).decode()
+                }
+            config.uninstall(name, timeout=60)
+    finally:
+        probe.close()
+        cluster.kubectl(
+            "delete",
+            "clusterrole,clusterrolebinding",
+            "-l",
+            f"app.kubernetes.io/instance={name}",
+            "--ignore-not-found",
+            check=False,
+        )
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)

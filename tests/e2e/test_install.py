@@ -224,6 +224,7 @@ def test_an_upgrade_keeps_the_generated_certificate(
     secret_name = f"{name}-priority-webhook-tls"
     values = {
         "kubeVersionOverride": cluster.version,
+        "certificates": {"mode": "generated"},
         "sidecar": {"enabled": False},
         "admission": {
             "installGate": {"enabled": False},
