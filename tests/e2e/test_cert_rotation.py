@@ -317,3 +317,97 @@ def test_helm_keeps_the_ca_bundle_the_webhook_wrote(cluster: ControlPlane, tmp_p
             check=False,
         )
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_replicas_racing_agree_on_one_ca(
+    cluster: ControlPlane, tmp_path: Path, installed: InstalledRbac
+) -> None:
+    """Four replicas start at once with no CA Secret: one create wins, the others get 409 and read the
+    winner's, and every replica serves a certificate of that one CA. A later pass by each changes nothing."""
+    namespace, fullname = installed.namespace, installed.service_account("webhook")
+    kubeconfig = str(installed.kubeconfig("webhook"))
+    replicas = [
+        Rotator(
+            api_client(kubeconfig, False),
+            RotationSettings(
+                namespace=namespace,
+                secret=f"{fullname}-webhook-ca",
+                configuration=None,
+                service=fullname,
+                cert_dir=tmp_path / f"replica{i}",
+                ca_lifetime=datetime.timedelta(days=365),
+                cert_lifetime=datetime.timedelta(days=90),
+            ),
+        )
+        for i in range(4)
+    ]
+    start = threading.Barrier(len(replicas))
+    results: dict[int, list[str]] = {}
+
+    def first_pass(i: int) -> None:
+        start.wait()
+        results[i] = replicas[i].reconcile().actions
+
+    threads = [threading.Thread(target=first_pass, args=(i,)) for i in range(len(replicas))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    creations = [
+        a for actions in results.values() for a in actions if a == "CA Secret: create (generation 1)"
+    ]
+    assert len(results) == 4 and len(creations) == 1, results
+    secret = cluster.get_json("secret", f"{fullname}-webhook-ca", "-n", namespace)
+    (ca,) = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["ca.crt"]))
+    for replica in replicas:
+        (served,) = x509.load_pem_x509_certificates((replica.settings.cert_dir / "tls.crt").read_bytes())
+        served.verify_directly_issued_by(ca)
+        assert replica.reconcile().actions == []
+    assert secret["metadata"]["annotations"]["priority-webhook.io/ca-generation"] == "1"
+
+
+def test_an_operator_forces_a_ca_rotation_with_overlap(
+    cluster: ControlPlane, tmp_path: Path, installed: InstalledRbac
+) -> None:
+    """`kubectl annotate secret ... priority-webhook.io/renew-ca=now` (as docs/operations.md says): the
+    next pass trusts a successor next to the CA, a pass after the settle time lets it sign, and the old CA
+    stays trusted (it has not expired)."""
+    namespace, fullname = installed.namespace, installed.service_account("webhook")
+    name = f"{fullname}-webhook-ca"
+    now = [datetime.datetime.now(datetime.UTC)]
+    replica = Rotator(
+        api_client(str(installed.kubeconfig("webhook")), False),
+        RotationSettings(
+            namespace=namespace,
+            secret=name,
+            configuration=None,
+            service=fullname,
+            cert_dir=tmp_path / "tls",
+            ca_lifetime=datetime.timedelta(days=365),
+            cert_lifetime=datetime.timedelta(days=90),
+        ),
+        clock=lambda: now[0],
+    )
+    replica.reconcile()
+    assert replica.reconcile().actions == []
+    first = cluster.get_json("secret", name, "-n", namespace)["data"]["ca.crt"]
+    cluster.kubectl("annotate", "secret", name, "-n", namespace, "priority-webhook.io/renew-ca=now")
+
+    assert replica.reconcile().actions == ["CA Secret: add-next (generation 2)"]
+    secret = cluster.get_json("secret", name, "-n", namespace)
+    assert "priority-webhook.io/renew-ca" not in secret["metadata"]["annotations"]
+    assert secret["data"]["ca.crt"] == first and len(fingerprints(b64(secret, "ca-bundle.crt"))) == 2
+
+    now[0] += datetime.timedelta(minutes=2)  # past the settle time
+    actions = replica.reconcile().actions
+    assert actions[0] == "CA Secret: promote (generation 3)" and "signed by another CA" in actions[1], actions
+    secret = cluster.get_json("secret", name, "-n", namespace)
+    (new_ca,) = x509.load_pem_x509_certificates(b64(secret, "ca.crt"))
+    (old_ca,) = x509.load_pem_x509_certificates(base64.b64decode(first))
+    assert fingerprints(b64(secret, "ca-bundle.crt")) == (fingerprint(old_ca), fingerprint(new_ca))
+    (served,) = x509.load_pem_x509_certificates((tmp_path / "tls" / "tls.crt").read_bytes())
+    served.verify_directly_issued_by(new_ca)
+
+
+def b64(secret: dict[str, Any], key: str) -> bytes:
+    return base64.b64decode(secret["data"][key])
