@@ -189,9 +189,18 @@ def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
 def exercise_webhook(
     cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path
 ) -> None:
-    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced."""
+    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced; with
+    the chart's default certificates (mode webhook) as the chart runs it: its own CA Secret and caBundle."""
     kubeconfig = installed.kubeconfig("webhook")
-    with webhook_server(tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1") as server:
+    name = installed.service_account("webhook")
+    rotation = [
+        f"--ca-secret={installed.namespace}/{name}-webhook-ca",
+        f"--webhook-configuration={name}",
+        f"--service={name}",
+    ]
+    with webhook_server(
+        tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1", *rotation, cert_dir=tmp_path / "tls"
+    ) as server:
         progress(
             audit_log,
             installed.user("webhook"),
