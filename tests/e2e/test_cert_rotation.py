@@ -3,8 +3,8 @@
 The webhook runs as the chart deploys it in `certificates.mode: webhook` (`serve --ca-secret ...
 --webhook-configuration ...`), under the chart's own ServiceAccount and RBAC (a token of it, so the API
 server's authorizer decides what it may do), with lifetimes short enough to see a whole CA rotation: a CA
-lives 30 s (its successor is made at 20 s, signs after a settle time, the old one leaves the bundle when it
-expires at 30 s) and a serving certificate 10 s (renewed every 6.7 s). The chart's webhook configurations
+lives 60 s (its successor is made at 40 s, signs after a settle time of 6 s, the old one leaves the bundle
+when it expires at 60 s) and a serving certificate 20 s (renewed every 13 s). The chart's webhook configurations
 are registered without a caBundle, as the chart renders them in that mode: the webhook writes it.
 
 Meanwhile one client creates pods (for real, failurePolicy Fail) through the API server, and a prober
@@ -50,7 +50,7 @@ from tests.support.wait import wait_for
 from webhook.kube.config import api_client
 from webhook.kube.rotator import RotationSettings, Rotator
 
-CA_VALIDITY, CERT_VALIDITY = "30s", "10s"
+CA_VALIDITY, CERT_VALIDITY = "60s", "20s"
 
 
 CONFIG_PATHS = (
@@ -230,6 +230,10 @@ def _rotate_under_load(
             thread.join(60)
         admin.close()
         probe.close()
+    print(
+        f"rotation under load: {seen.created} pods created, {seen.handshakes} fresh handshakes, "
+        f"{len(seen.served)} served certificates, {len(seen.bundles)} caBundles, {len(seen.failed)} failures"
+    )
     assert seen.failed == [], seen.failed[:5]
     assert seen.created >= 20 and seen.handshakes >= 20, seen
     # Both webhooks were called for every pod (and more for retries would be fine): they were in the path.
