@@ -59,7 +59,7 @@ def test_the_webhook_runs_its_own_rotation(rendered: Render) -> None:
         "--rotation-interval=60s",
     ]
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == "tls"]
-    assert mount["readOnly"] is False and "--cert-dir=" + mount["mountPath"] in container["args"]
+    assert "readOnly" not in mount and "--cert-dir=" + mount["mountPath"] in container["args"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
     assert volume == {"name": "tls", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
 

@@ -43,8 +43,9 @@ from webhook.sidecar.decide import Settings
 NAMESPACE = "rbac-system"
 CRITICAL = 1000000
 WAIT = 30.0
-# Every combination of the values that change RBAC (templates/rbac.yaml, templates/sidecar.yaml): the
-# sidecar on or off, dryRun (no pods patch), ignorePdb and recreateRejected (pods delete).
+# Every combination of the values that change RBAC (templates/rbac.yaml, templates/sidecar.yaml,
+# templates/certificate-webhook.yaml): the sidecar on or off, dryRun (no pods patch), ignorePdb and
+# recreateRejected (pods delete), the certificate mode (the webhook's own CA Secret and caBundle).
 COMBINATIONS: dict[str, dict[str, Any]] = {
     "webhook-only": {"sidecar": {"enabled": False}},
     "sidecar": {"sidecar": {"enabled": True}},
@@ -53,6 +54,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
     "sidecar-dry-run-ignore-pdb": {"sidecar": {"enabled": True, "dryRun": True, "ignorePdb": True}},
     "no-install-gate": {"sidecar": {"enabled": False}, "admission": {"installGate": {"enabled": False}}},
+    # Certificates made by the chart: no Role for the webhook's CA Secret, no caBundle rights.
+    "generated-certificates": {"certificates": {"mode": "generated"}},
 }
 # Components whose requests come from our Python code (exercised and audited here); the chart's install
 # gate hooks and `helm test` pod run short shell scripts, for which only the must-not list is checked.
@@ -189,18 +192,9 @@ def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
 def exercise_webhook(
     cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path
 ) -> None:
-    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced; with
-    the chart's default certificates (mode webhook) as the chart runs it: its own CA Secret and caBundle."""
+    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced."""
     kubeconfig = installed.kubeconfig("webhook")
-    name = installed.service_account("webhook")
-    rotation = [
-        f"--ca-secret={installed.namespace}/{name}-webhook-ca",
-        f"--webhook-configuration={name}",
-        f"--service={name}",
-    ]
-    with webhook_server(
-        tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1", *rotation, cert_dir=tmp_path / "tls"
-    ) as server:
+    with webhook_server(tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1") as server:
         progress(
             audit_log,
             installed.user("webhook"),
