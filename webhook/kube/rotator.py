@@ -133,8 +133,8 @@ class SecretView:
     def parse(cls, obj: dict[str, Any] | None) -> SecretView:
         if obj is None:
             return cls(None, {}, {}, None)
-        data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
         try:
+            data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
             current = _key_pair(data[CA_CERT], data[CA_KEY])
             upcoming = _key_pair(data[NEXT_CERT], data[NEXT_KEY]) if NEXT_CERT in data else None
             bundle = x509.load_pem_x509_certificates(data[BUNDLE]) if data.get(BUNDLE) else []
@@ -399,6 +399,10 @@ class Rotator:
             return None
         except (HTTPError, OSError) as err:
             log.warning("certificate rotation: %s", " ".join(str(err).split())[:300])
+            return None
+        except Exception as err:
+            # The loop must outlive a bug, or an object it cannot use: the next pass tries again.
+            log.error("certificate rotation: %s: %s", type(err).__name__, " ".join(str(err).split())[:300])
             return None
         for action in result.actions:
             log.info("certificate rotation: %s", action)
