@@ -128,7 +128,8 @@ def test_default_install_renders_exactly_the_core_objects(
             ("Service", ""),
             ("Deployment", ""),
             ("PodDisruptionBudget", ""),
-            ("Secret", "-tls"),
+            ("Role", ""),  # certificates.mode webhook: its CA Secret
+            ("RoleBinding", ""),
             ("ServiceAccount", "-sidecar"),
             ("ClusterRole", "-sidecar"),
             ("ClusterRoleBinding", "-sidecar"),

@@ -108,7 +108,9 @@ def test_pdb_and_sidecar_select_disjoint_pods(rendered: Render) -> None:
 
 
 def test_webhook_container_serves_the_contract(rendered: Render) -> None:
-    r = rendered({})
+    r = rendered(
+        SCENARIOS["generated"]
+    )  # the webhook mode's own flags: tests/chart/test_certificates_webhook.py
     deployment = r.one("Deployment", FULLNAME)
     c = container(deployment)
     assert c["image"] == f"priority-webhook:{__version__}"
@@ -142,7 +144,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
 
 @pytest.mark.parametrize(
     "scenario, secret",
-    [("default", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
+    [("generated", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
 )
 def test_webhook_mounts_the_secret_of_its_certificate_mode(
     scenario: str, secret: str, rendered: Render
@@ -224,7 +226,8 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
             assert "namespace" not in obj["metadata"]
         elif obj["kind"] == "ConfigMap" and obj["metadata"]["name"].endswith("-dashboard"):
             assert obj["metadata"]["namespace"] == "monitoring"
-        elif obj["kind"] in ("Role", "RoleBinding"):  # `helm test` creates its dry-run pod there
+        elif obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["name"].endswith("-test"):
+            # `helm test` creates its dry-run pod there
             assert obj["metadata"]["namespace"] == "default"
         else:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]

@@ -243,6 +243,7 @@ def test_an_upgrade_keeps_the_generated_certificate(cluster: ControlPlane, relea
     name, namespace = release["release"], release["namespace"]
     secret_name = f"{name}-priority-webhook-tls"
     values = {
+        "certificates": {"mode": "generated"},
         "sidecar": {"enabled": False},
         "admission": {
             "installGate": {"enabled": False},

@@ -46,8 +46,9 @@ from webhook.sidecar.decide import Settings
 NAMESPACE = "rbac-system"
 CRITICAL = 1000000
 WAIT = 30.0
-# Every combination of the values that change RBAC (templates/rbac.yaml, templates/sidecar.yaml): the
-# sidecar on or off, dryRun (no pods patch), ignorePdb and recreateRejected (pods delete).
+# Every combination of the values that change RBAC (templates/rbac.yaml, templates/sidecar.yaml,
+# templates/certificate-webhook.yaml): the sidecar on or off, dryRun (no pods patch), ignorePdb and
+# recreateRejected (pods delete), the certificate mode (the webhook's own CA Secret and caBundle).
 COMBINATIONS: dict[str, dict[str, Any]] = {
     "webhook-only": {"sidecar": {"enabled": False}},
     "sidecar": {"sidecar": {"enabled": True}},
@@ -56,6 +57,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
     "sidecar-dry-run-ignore-pdb": {"sidecar": {"enabled": True, "dryRun": True, "ignorePdb": True}},
     "no-install-gate": {"sidecar": {"enabled": False}, "admission": {"installGate": {"enabled": False}}},
+    # Certificates made by the chart: no Role for the webhook's CA Secret, no caBundle rights.
+    "generated-certificates": {"certificates": {"mode": "generated"}},
 }
 # Components whose requests come from our Python code (exercised and audited here); the chart's install
 # gate hooks and `helm test` pod run short shell scripts, for which only the must-not list is checked.

@@ -48,8 +48,8 @@ service:
   namespace: {{ .root.Release.Namespace }}
   path: {{ .path }}
   port: 443
-{{- if ne .root.Values.certificates.mode "certManager" }}
-caBundle: {{ include "priority-webhook.caBundle" .root }}
+{{- with include "priority-webhook.caBundle" .root }}
+caBundle: {{ . }}
 {{- end }}
 {{- end -}}
 
