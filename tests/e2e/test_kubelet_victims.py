@@ -186,7 +186,7 @@ SCENARIOS = [
         reason="NodeAffinity",
         xfail={
             "1.24": "the 1.24 kubelet's message is `Predicate NodeAffinity failed` with no description; "
-            "the module writes the 1.33 text (following the kubelet's version is being ported)"
+            "the module writes the predicate's description as 1.33 does, whatever the kubelet's version"
         },
     ),
     Scenario(
@@ -211,7 +211,6 @@ SCENARIOS = [
         admit=False,
         reason="SupplementalGroupsPolicyNotSupported",
         versions=("1.33",),
-        xfail={"1.33": "awaits the 1.33 semantics port (the module admits it)"},
     ),
     Scenario(
         "a-victim-with-a-sidecar-container-frees-what-the-older-formula-says",
@@ -220,7 +219,6 @@ SCENARIOS = [
         admit=True,
         victims=frozenset({"side", "b250"}),
         versions=("1.33",),
-        xfail={"1.33": "awaits the 1.33 semantics port (the module frees 400m by the KEP-753 formula)"},
         never_running=frozenset({"side"}),
     ),
     Scenario(
