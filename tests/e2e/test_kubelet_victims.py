@@ -62,6 +62,9 @@ class Scenario:
     xfail: dict[str, str] = field(default_factory=dict)  # version -> why our answer differs there
     # Pods the kubelet admits but the fake runtime never starts (a sidecar container never becomes Ready).
     never_running: frozenset[str] = frozenset()
+    # In-place resizes (pod -> new cpu request) once the pods run: the kubelet allocates them, and the fake
+    # runtime never applies them (allocated, not running).
+    resize: dict[str, str] = field(default_factory=dict)
 
 
 def bu(cpu: str, memory: str | None = None) -> dict[str, Any]:
@@ -222,6 +225,15 @@ SCENARIOS = [
         never_running=frozenset({"side"}),
     ),
     Scenario(
+        "a-resized-pod-holds-its-allocation-and-frees-its-spec",
+        {"r": bu("200m", "50Mi"), "b250": bu("250m", "100Mi")},
+        crit("400m"),
+        admit=True,
+        victims=frozenset({"r"}),
+        versions=("1.33",),
+        resize={"r": "500m"},
+    ),
+    Scenario(
         "a-critical-pod-that-fits-evicts-nothing",
         {"b": bu("300m")},
         crit("300m"),
@@ -273,6 +285,24 @@ def namespace(env: KubeletEnv, request: pytest.FixtureRequest) -> Iterator[str]:
     clear_namespace(env, short)
 
 
+def resize(env: KubeletEnv, namespace: str, name: str, cpu: str) -> None:
+    """PATCH the `resize` subresource and wait until the kubelet has allocated the new request."""
+    with env.plane.session() as session:
+        response = session.patch(
+            f"{env.plane.url}/api/v1/namespaces/{namespace}/pods/{name}/resize",
+            json={"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}},
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+            timeout=10,
+        )
+    assert response.status_code == 200, response.text
+
+    def allocated() -> bool:
+        statuses = status(pods(env, namespace)[name]).get("containerStatuses") or [{}]
+        return (statuses[0].get("allocatedResources") or {}).get("cpu") == cpu
+
+    wait_for(allocated, timeout=60, interval=0.2, what=f"the kubelet to allocate {cpu} to {name}")
+
+
 def kubelet_rejection(env: KubeletEnv, answer: dict[str, Any], critical: bool) -> tuple[str, str]:
     """The (reason, message) the kubelet writes for our answer's rejection (see tests/e2e/hollow.py)."""
     if answer["error"]:
@@ -299,6 +329,8 @@ def test_victims_equals_the_kubelet(
     wait_running(env, namespace, *[n for n in scenario.pods if n not in scenario.never_running])
     for name in scenario.never_running:
         wait_admitted(env, namespace, name)
+    for name, cpu in scenario.resize.items():
+        resize(env, namespace, name, cpu)
     preemptor = pod("preemptor", namespace, NODE, **scenario.preemptor)
     ours = victims_live(env, preemptor, tmp_path)
     if scenario is SCENARIOS[0]:  # the offline form (kubectl get -o json files) answers the same
