@@ -146,6 +146,11 @@ def test_an_own_service_account_is_used_and_bound_not_created(rendered: Render, 
     assert name not in {sa["metadata"]["name"] for sa in r.of_kind("ServiceAccount")}
     binding = r.one("ClusterRoleBinding", name)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mine", "namespace": NAMESPACE}]
+    if component == "webhook":  # its rights on its CA Secret (certificates.mode webhook, the default)
+        role_binding = r.one("RoleBinding", name)
+        assert role_binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "mine", "namespace": NAMESPACE}
+        ]
     if component == "sidecar":
         policy = r.one("ValidatingAdmissionPolicy", f"{SIDECAR}-node-restriction")
         (condition,) = policy["spec"]["matchConditions"]
