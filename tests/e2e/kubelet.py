@@ -221,14 +221,40 @@ class FakeKubelet:
     def reject(
         self, pod: Mapping[str, Any], resource: str, *, requested: int, used: int, capacity: int
     ) -> dict[str, Any]:
-        """Create the pod and fail its admission as the kubelet's status manager writes it (lifecycle/
-        predicate.go: InsufficientResourceError -> reason `OutOf<resource>`, message "Pod was rejected:
-        Node didn't have enough resource: ...")."""
+        """Create the pod and fail its admission as a 1.33 kubelet does (seen with the hollow-node kubelet,
+        tests/e2e/test_kubelet_victims.py): status phase Failed, reason `OutOf<resource>`, message "Pod was
+        rejected: Node didn't have enough resource: ...", startTime; `qosClass` stays (1.24 drops it and
+        writes "Pod Node didn't ..."); and a Warning event with the predicate's message."""
         created = self.create(pod)
         meta = created["metadata"]
-        message = (
-            f"Pod was rejected: Node didn't have enough resource: {resource}, requested: {requested}, "
+        reason = (
+            f"Node didn't have enough resource: {resource}, requested: {requested}, "
             f"used: {used}, capacity: {capacity}"
+        )
+        message = f"Pod was rejected: {reason}"
+        stamp = now()
+        self.call(
+            "POST",
+            f"/api/v1/namespaces/{meta['namespace']}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta["name"],
+                    "namespace": meta["namespace"],
+                    "uid": meta["uid"],
+                },
+                "reason": f"OutOf{resource}",
+                "message": reason,
+                "type": "Warning",
+                "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "count": 1,
+            },
         )
         return self.set_status(
             meta["namespace"],
@@ -237,7 +263,7 @@ class FakeKubelet:
                 "phase": "Failed",
                 "reason": f"OutOf{resource}",
                 "message": message,
-                "startTime": now(),
+                "startTime": stamp,
             },
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 from typing import Any
@@ -91,6 +92,30 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
+KUBELET_VERSIONS = ("1.33", "1.24")
+PREEMPTED_MESSAGE = "Preempted in order to admit critical pod"
+PREEMPTED_CONDITION_MESSAGE = "Pod was preempted by Kubelet to accommodate a critical pod."
+
+
+def rejection_message(reason: str, version: str = "1.33", requested: int = 500) -> str:
+    """The message a real kubelet writes with `reason` (seen with the hollow-node kubelet, see
+    tests/e2e/test_kubelet_victims.py): the predicate's message after `Pod was rejected: ` (1.33) or
+    `Pod ` (1.24)."""
+    if reason.startswith("OutOf"):
+        resource = reason.removeprefix("OutOf")
+        text = (
+            f"Node didn't have enough resource: {resource}, requested: {requested}, used: 800, capacity: 1000"
+        )
+    elif reason == "UnexpectedAdmissionError":
+        text = (
+            "Unexpected error while attempting to recover from admission failure: preemption: error finding "
+            "a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: 300), ]"
+        )
+    else:
+        text = f"Predicate {reason} failed: node(s) didn't match Pod's node affinity/selector"
+    return f"Pod was rejected: {text}" if version != "1.24" else f"Pod {text}"
+
+
 def rejected(
     name: str,
     *,
@@ -98,12 +123,47 @@ def rejected(
     memory: str | None = None,
     priority: int = 2_000_000_000,
     reason: str = "OutOfcpu",
+    kubelet_version: str = "1.33",
     **kw: Any,
 ) -> dict[str, Any]:
-    """A pod the kubelet rejected (phase Failed, reason `reason`), critical at the default threshold."""
-    return pod(
+    """A pod the kubelet rejected, critical at the default threshold, as a real kubelet of
+    `kubelet_version` writes it: phase Failed, reason, message, startTime (now, as the kubelet stamps it), no
+    container statuses; 1.33 keeps `qosClass`, 1.24 drops it."""
+    obj = pod(
         name, cpu=cpu, memory=memory, priority=priority, phase="Failed", reason=reason, running=False, **kw
     )
+    status = obj["status"]
+    status["message"] = rejection_message(reason, kubelet_version)
+    # The kubelet stamps the rejection with its own clock.
+    status.setdefault("startTime", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    if kubelet_version != "1.24":
+        status["qosClass"] = "Guaranteed" if kw.get("limits") else "Burstable"
+    return obj
+
+
+def preempted(name: str, *, kubelet_version: str = "1.33", **kw: Any) -> dict[str, Any]:
+    """A pod the kubelet itself preempted for a critical pod, as each version leaves it in the API: 1.24
+    phase Failed, reason `Preempting`; 1.33 a `DisruptionTarget` condition and, its containers having
+    exited 0, phase Succeeded. The object stays; its containers are terminated."""
+    obj = pod(name, phase="Failed" if kubelet_version == "1.24" else "Succeeded", running=False, **kw)
+    status = obj["status"]
+    status["containerStatuses"] = [
+        {"name": "c", "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-01-01T00:10:00Z"}}}
+    ]
+    if kubelet_version == "1.24":
+        status["reason"], status["message"] = "Preempting", PREEMPTED_MESSAGE
+    else:
+        status.pop("reason", None)
+        status.pop("message", None)
+        status["conditions"] = [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "TerminationByKubelet",
+                "message": PREEMPTED_CONDITION_MESSAGE,
+            }
+        ]
+    return obj
 
 
 def record_of(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.sidecar.fixtures import node, pod, rejected
+from tests.sidecar.fixtures import KUBELET_VERSIONS, node, pod, preempted, rejected
 from webhook.sidecar import record as rec
 from webhook.sidecar.decide import (
     Announce,
@@ -135,7 +135,10 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
     ),
     (
         "a rejection older than max_rejection_age starts nothing (its replacement is long made)",
-        [pod("low", cpu="600m"), rejected("crit", created="2026-01-01T00:00:00Z")],
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", created="2026-01-01T00:00:00Z", started="2026-01-01T00:00:00Z"),
+        ],
         BASE,
         Hints(wall_time=JAN1 + 601),
         [],
@@ -408,6 +411,87 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         Hints(),
         [("evict", "first", "a", "cpu"), *preempt("second", ["b"])],
     ),
+    # A ReplicaSet replaces a pod the kubelet rejected at once, with another pod bound to the same node
+    # (seen with the real kubelet, tests/e2e/test_kubelet_sidecar.py): one demand, never room made twice.
+    (
+        "the controller's pending replacement on the node is the same demand: not counted on top",
+        [
+            pod("low", cpu="300m"),
+            pod("mid", cpu="300m", priority=100),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="500m", priority=2_000_000_000, phase="Pending", controller=True),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "a rejected pod whose controller already runs a pod on the node waits: the demand is met",
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="300m", priority=2_000_000_000, controller=True),
+        ],
+        BASE,
+        Hints(),
+        [],
+    ),
+    (
+        "two rejected siblings, no record yet: the older preempts, the newer waits in the same pass",
+        [
+            pod("low", cpu="400m"),
+            pod("low-2", cpu="400m", priority=1),
+            rejected("crit", controller=True),
+            rejected("crit-2", controller=True),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "two rejected bare pods are each served (no controller: no siblings)",
+        [pod("low", cpu="300m"), pod("low-2", cpu="300m", priority=1), rejected("a"), rejected("b")],
+        BASE,
+        Hints(),
+        [*preempt("a", ["low"]), *preempt("b", ["low-2"])],
+    ),
+    (
+        "a pod of the same controller running on another node does not supersede the rejection",
+        [
+            pod("low", cpu="600m"),
+            rejected("crit", controller=True),
+            pod("crit-2", cpu="500m", controller=True, node_name="node-b"),
+        ],
+        BASE,
+        Hints(),
+        preempt("crit", ["low"]),
+    ),
+    (
+        "a rejected sibling waits while its controller's preemption for an older sibling is open",
+        [
+            pod("low", cpu="600m"),
+            pod("low-2", cpu="600m", priority=1),
+            rejected("crit", controller=True, record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("low"),))),
+            rejected("crit-2", controller=True),
+        ],
+        BASE,
+        Hints(),
+        [("evict", "crit", "low", "cpu")],
+    ),
+    (
+        "once the room is made the older sibling is done and recreated (the newer follows next pass)",
+        [
+            pod("low", cpu="600m", phase="Failed", running=False),
+            rejected("crit", controller=True, record=rec.Record(rec.PREEMPTING, 1, "cpu", (v("low"),))),
+            rejected("crit-2", controller=True),
+        ],
+        replace(BASE, recreate_rejected=True),
+        Hints(),
+        [
+            ("write", "crit", "done", 1, ["low"]),
+            ("recreate", "crit"),
+        ],
+    ),
     (
         "an unreadable record is reported and nothing is evicted",
         [pod("low", cpu="600m"), rejected("crit")],
@@ -464,3 +548,17 @@ def test_invalid_node_is_reported_not_raised():
     actions = decide(bad, [pod("low", cpu="600m"), rejected("crit")], BASE, Hints())
     assert summary(actions) == [("report", "crit", "PreemptionFailed")]
     assert "lots" in actions[0].message
+
+
+@pytest.mark.parametrize("version", KUBELET_VERSIONS)
+def test_statuses_as_each_kubelet_version_writes_them(version):
+    """A rejection written as the real kubelet of `version` writes it triggers the preemption; a pod the
+    kubelet preempted itself holds nothing and is no rejection (1.24 Failed/Preempting, 1.33 Succeeded
+    with DisruptionTarget), whatever its priority."""
+    pods = [
+        pod("low", cpu="600m"),
+        preempted("gone", cpu="900m", priority=2_000_000_000, kubelet_version=version),
+        rejected("crit", kubelet_version=version),
+    ]
+    assert summary(decide(node(), pods, BASE, Hints())) == preempt("crit", ["low"])
+    assert summary(decide(node(), pods[:2], BASE, Hints())) == []
