@@ -6,7 +6,9 @@ import http.client
 import json
 import socket
 import ssl
+import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,26 @@ def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookS
     tmp = tmp_path_factory.mktemp("strict")
     with webhook_server(
         tmp, "--classes", str(EXAMPLE_CLASSES), "--read-timeout", str(READ_TIMEOUT)
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def limited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+    """One worker holding at most 8 connections, idle ones for 1 s; a request deadline longer than the tests."""
+    tmp = tmp_path_factory.mktemp("limited")
+    with webhook_server(
+        tmp,
+        "--classes",
+        str(EXAMPLE_CLASSES),
+        "--workers",
+        "1",
+        "--max-connections",
+        "8",
+        "--keepalive",
+        "1",
+        "--read-timeout",
+        "60",
     ) as running:
         yield running
 
@@ -195,6 +217,46 @@ def test_chunked_body_is_cut_at_the_limit(server: WebhookServer) -> None:
     assert status == 400 and json.loads(body)["error"] == f"body: over the {MAX_BODY_BYTES}-byte limit"
 
 
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "error"),
+    [
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: abc\r\n\r\n{}",
+            400,
+            "request: malformed request line or headers",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n" % (b"a" * 100 * 1024),
+            431,
+            "headers: the request line and headers are over the 16384-byte limit",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+            400,
+            "body: malformed",
+        ),
+        (b"NOT AN HTTP REQUEST\r\n\r\n", 400, "request: malformed request line or headers"),
+        (b"POST /mutate HTTP/1.1\r\n\r\n", 400, "request: malformed request line or headers"),  # no Host
+    ],
+    ids=["non-numeric Content-Length", "100 KB header", "bad chunk size", "bad request line", "no Host"],
+)
+def test_requests_that_cannot_be_parsed_get_the_one_line_json_error(
+    server: WebhookServer, request_bytes: bytes, status: int, error: str
+) -> None:
+    """Refused before any app code runs (gunicorn answered these with an HTML page)."""
+    with raw_tls(server) as sock:
+        with suppress(OSError):  # the server may answer and stop reading before all of it is sent
+            sock.sendall(request_bytes)
+        got, headers, body = read_response(sock)
+        assert closed_by_server(sock)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert body.count(b"\n") == 0 and b"<" not in body
+    assert json.loads(body)["error"].startswith(error)
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
 def test_stalled_bodies_are_refused_at_the_request_deadline(strict_server: WebhookServer, content_type: str) -> None:
     # More stalled clients than the server has threads (2 workers x 8): each is answered 408 at its deadline
@@ -245,6 +307,27 @@ def test_clients_silent_before_their_request_ends_are_dropped(strict_server: Web
                 assert status == 408 and json.loads(body)["error"].startswith("request: not complete")
             assert closed_by_server(sock)
     assert strict_server.review("/mutate", review(pod())).status_code == 200
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_keepalive(limited_server: WebhookServer) -> None:
+    with raw_tls(limited_server, timeout=30) as sock:
+        sock.sendall(mutate_request("kept"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "kept"
+        answered = time.monotonic()
+        assert closed_by_server(sock)
+        assert time.monotonic() - answered >= 0.9  # kept for --keepalive 1 (less the clock's grain)
+
+
+def test_at_max_connections_the_oldest_waiting_connection_makes_room(limited_server: WebhookServer) -> None:
+    """Ten silent clients on a worker that holds eight: the oldest ones are closed, and a review on a new
+    connection is answered at once (with a 60 s deadline, nothing else would close them)."""
+    silent = [raw_tls(limited_server, timeout=30) for _ in range(10)]
+    try:
+        assert limited_server.review("/mutate", review(pod())).status_code == 200
+        assert closed_by_server(silent[0]) and closed_by_server(silent[1])
+    finally:
+        for sock in silent:
+            sock.close()
 
 
 def test_chunked_body_under_the_limit_is_answered(server: WebhookServer) -> None:

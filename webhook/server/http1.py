@@ -45,7 +45,14 @@ class Phase(enum.Enum):
     READING = "reading"
     BUSY = "busy"
     IDLE = "idle"
+    LINGER = "linger"
     CLOSED = "closed"
+
+
+# After an error answer, how long the rest of what the client sends is read and discarded before the close:
+# closing a socket with unread data makes the kernel send a reset, which can destroy the answer before the
+# client has read it.
+LINGER_SECONDS = 2.0
 
 
 class Owner(Protocol):
@@ -88,7 +95,7 @@ class Connection(asyncio.Protocol):
         self._read_next(first=True)
 
     def data_received(self, data: bytes) -> None:
-        if self.phase is Phase.CLOSED:
+        if self.phase in (Phase.CLOSED, Phase.LINGER):
             return
         if self.phase is Phase.IDLE:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
@@ -131,7 +138,7 @@ class Connection(asyncio.Protocol):
 
     def drain(self) -> None:
         """The worker is shutting down: close now if idle, otherwise after the answer in progress."""
-        if self.phase is Phase.IDLE:
+        if self.phase in (Phase.IDLE, Phase.LINGER):
             self._close()
         elif self.phase is Phase.HANDSHAKE:
             self._drop()
@@ -209,7 +216,9 @@ class Connection(asyncio.Protocol):
 
     def _expire(self, reason: str) -> None:
         self.timer = None
-        if self.phase is Phase.IDLE:
+        if self.phase is Phase.LINGER:
+            self._close()
+        elif self.phase is Phase.IDLE:
             self.owner.closed_by_server("idle")
             self._close()
         elif self.phase is Phase.READING and self.received:
@@ -284,7 +293,9 @@ class Connection(asyncio.Protocol):
         """Answer an error that no request may follow, then close."""
         self.owner.closed_by_server(reason)
         self._write(error_response(status, message))
-        self._close()
+        self._enter(Phase.LINGER, LINGER_SECONDS, "linger")
+        if self.transport is not None:
+            self.transport.resume_reading()
 
     def _environ(self, request: h11.Request, body: bytes) -> dict[str, Any]:
         assert self.transport is not None
