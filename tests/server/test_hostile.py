@@ -12,67 +12,21 @@ answered.
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
-import ssl
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.server.reviews import pod, review
-from tests.support.hostile import KINDS, hostile_clients
+from tests.support.hostile import KINDS, Honest, honest_client, hostile_clients
 from tests.support.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
 
 PER_KIND = 32
 INTERVAL = 0.25
 RUN_SECONDS = 12.0
 BOUND = 1.0
-
-
-@dataclass
-class Honest:
-    name: str
-    latencies: list[float] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-
-def honest_client(server: WebhookServer, result: Honest, kept_alive: bool, until: float) -> None:
-    context = ssl.create_default_context(cafile=str(server.ca_file))
-    conn: http.client.HTTPSConnection | None = None
-    n = 0
-    next_at = time.monotonic()
-    while next_at < until:
-        n += 1
-        uid = f"{result.name}-{n}"
-        body = json.dumps(review(pod(), uid=uid))
-        started = time.monotonic()
-        try:
-            if conn is None or not kept_alive:
-                conn = http.client.HTTPSConnection("localhost", server.port, context=context, timeout=10)
-            conn.request("POST", "/mutate", body, {"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            answered = json.loads(resp.read())
-            elapsed = time.monotonic() - started
-            result.latencies.append(elapsed)
-            if resp.status != 200 or answered["response"]["uid"] != uid:
-                result.failures.append(f"{uid}: {resp.status} {answered}")
-            elif elapsed > BOUND:
-                result.failures.append(f"{uid}: answered after {elapsed:.2f} s")
-        except (OSError, http.client.HTTPException, ValueError) as err:
-            result.failures.append(f"{uid}: {err!r} after {time.monotonic() - started:.2f} s")
-            conn = None
-        finally:
-            if not kept_alive and conn is not None:
-                conn.close()
-        next_at += INTERVAL
-        time.sleep(max(0.0, next_at - time.monotonic()))  # the client's pace, not a synchronisation
-    if conn is not None:
-        conn.close()
 
 
 def open_connections(server: WebhookServer) -> float:
@@ -103,7 +57,18 @@ def test_reviews_are_answered_within_a_second_beside_128_hostile_connections(ser
         until = time.monotonic() + RUN_SECONDS
         results = [Honest("fresh"), Honest("kept-alive")]
         clients = [
-            threading.Thread(target=honest_client, args=(server, result, result.name == "kept-alive", until))
+            threading.Thread(
+                target=honest_client,
+                args=(
+                    server.port,
+                    server.ca_file,
+                    result,
+                    result.name == "kept-alive",
+                    until,
+                    INTERVAL,
+                    BOUND,
+                ),
+            )
             for result in results
         ]
         for client in clients:

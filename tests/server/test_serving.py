@@ -258,7 +258,9 @@ def test_requests_that_cannot_be_parsed_get_the_one_line_json_error(
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
-def test_stalled_bodies_are_refused_at_the_request_deadline(strict_server: WebhookServer, content_type: str) -> None:
+def test_stalled_bodies_are_refused_at_the_request_deadline(
+    strict_server: WebhookServer, content_type: str
+) -> None:
     # More stalled clients than the server has threads (2 workers x 8): each is answered 408 at its deadline
     # (whatever its Content-Type: the app sees only complete requests) and its connection closed.
     stalled = []
@@ -286,7 +288,9 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 
 @pytest.mark.parametrize("stage", ["handshake", "after handshake", "headers"])
-def test_clients_silent_before_their_request_ends_are_dropped(strict_server: WebhookServer, stage: str) -> None:
+def test_clients_silent_before_their_request_ends_are_dropped(
+    strict_server: WebhookServer, stage: str
+) -> None:
     """A client that goes quiet during the handshake, after it, or in the middle of its headers is dropped at
     the deadline (one that started a request is told why: 408 with the JSON error)."""
     silent: list[socket.socket] = []

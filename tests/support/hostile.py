@@ -19,6 +19,8 @@ connections held, as a JSON line every half second, until its standard input clo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
 import random
 import re
@@ -31,6 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def mutate_request(uid: str) -> bytes:
-    body = json.dumps(
+    body = mutate_body(uid)
+    return (
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+def mutate_body(uid: str) -> bytes:
+    return json.dumps(
         {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
@@ -59,10 +70,53 @@ def mutate_request(uid: str) -> bytes:
             },
         }
     ).encode()
-    return (
-        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    )
+
+
+@dataclass
+class Honest:
+    name: str
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+
+def honest_client(
+    port: int, ca_file: Path, result: Honest, kept_alive: bool, until: float, interval: float, bound: float
+) -> None:
+    """A review every `interval` seconds until `until`, each on a new connection or all on one kept alive;
+    its latency recorded, and a failure for anything but the right 200 answer within `bound` seconds."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    conn: http.client.HTTPSConnection | None = None
+    n = 0
+    next_at = time.monotonic()
+    while next_at < until:
+        n += 1
+        result.attempts = n
+        uid = f"{result.name}-{n}"
+        body = mutate_body(uid)
+        started = time.monotonic()
+        try:
+            if conn is None or not kept_alive:
+                conn = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+            conn.request("POST", "/mutate", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answered = json.loads(resp.read())
+            elapsed = time.monotonic() - started
+            result.latencies.append(elapsed)
+            if resp.status != 200 or answered["response"]["uid"] != uid:
+                result.failures.append(f"{uid}: {resp.status} {answered}")
+            elif elapsed > bound:
+                result.failures.append(f"{uid}: answered after {elapsed:.2f} s")
+        except (OSError, http.client.HTTPException, ValueError) as err:
+            result.failures.append(f"{uid}: {err!r} after {time.monotonic() - started:.2f} s")
+            conn = None
+        finally:
+            if not kept_alive and conn is not None:
+                conn.close()
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.monotonic()))  # the client's pace, not a synchronisation
+    if conn is not None:
+        conn.close()
 
 
 class Clients:
@@ -86,10 +140,8 @@ class Clients:
                 return
 
     async def pause(self, seconds: float) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
-        except TimeoutError:
-            pass
 
     async def one(self, kind: str) -> None:
         tls = None if kind == "silent tcp" else self.context

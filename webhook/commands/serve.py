@@ -51,7 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
-        "--threads", type=_positive, default=8, help="threads per process that run complete requests (default: %(default)s)"
+        "--threads",
+        type=_positive,
+        default=8,
+        help="threads per process that run complete requests (default: %(default)s)",
     )
     parser.add_argument(
         "--graceful-timeout",

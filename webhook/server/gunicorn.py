@@ -36,6 +36,10 @@ from webhook.server.tlscontext import ReloadingContext
 log = logging.getLogger(__name__)
 
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+WORKER_CLASS = "webhook.server.worker.AsyncWorker"
+# For measurements only (benchmarks compare the serving designs in one run): another gunicorn worker
+# class, e.g. `gthread`, the one used before. Its bounds on slow clients are weaker (see worker.py).
+WORKER_CLASS_ENV = "PRIORITY_WEBHOOK_WORKER_CLASS"
 
 
 @dataclass
@@ -72,7 +76,7 @@ class WebhookApplication(BaseApplication):
             "bind": [s.bind],
             "workers": s.workers,
             "threads": s.threads,
-            "worker_class": "webhook.server.worker.AsyncWorker",
+            "worker_class": os.environ.get(WORKER_CLASS_ENV) or WORKER_CLASS,
             "keepalive": max(1, round(s.keepalive)),  # gunicorn's own is whole seconds; ours is exact
             "worker_connections": s.max_connections,
             "graceful_timeout": s.graceful_timeout,
@@ -96,7 +100,9 @@ class WebhookApplication(BaseApplication):
     def serving_limits(self) -> Limits:
         """Read by the worker (webhook.server.worker): gunicorn has no setting for a request deadline."""
         s = self.settings
-        return Limits(request_timeout=s.read_timeout, keepalive=s.keepalive, max_connections=s.max_connections)
+        return Limits(
+            request_timeout=s.read_timeout, keepalive=s.keepalive, max_connections=s.max_connections
+        )
 
     def _ssl_context(self, conf: Any, default_factory: Any) -> Any:
         # Called per accepted connection: the current (possibly just rotated) certificate.

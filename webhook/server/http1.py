@@ -26,7 +26,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import unquote_to_bytes
 
 import h11
@@ -89,8 +89,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks ---------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # after the TLS handshake
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
         self.handshake = None
         self._read_next(first=True)
 
@@ -207,7 +206,8 @@ class Connection(asyncio.Protocol):
     def _refuse_malformed(self, err: h11.RemoteProtocolError) -> None:
         status = err.error_status_hint
         if status == 431:
-            message = f"headers: the request line and headers are over the {self.limits.max_header_bytes}-byte limit"
+            limit = self.limits.max_header_bytes
+            message = f"headers: the request line and headers are over the {limit}-byte limit"
         elif self.request is None:
             message = f"request: malformed request line or headers: {err}"
         else:
@@ -265,7 +265,9 @@ class Connection(asyncio.Protocol):
 
     def _send(self, status: str, headers: list[tuple[str, str]], body: bytes, head: bool) -> None:
         code, _, reason = status.partition(" ")
-        out = [(name, value) for name, value in headers if name.lower() not in ("connection", "content-length")]
+        out = [
+            (name, value) for name, value in headers if name.lower() not in ("connection", "content-length")
+        ]
         out.append(("Content-Length", str(len(body))))
         if self.owner.draining:
             out.append(("Connection", "close"))
@@ -280,7 +282,11 @@ class Connection(asyncio.Protocol):
             self._close()
             return
         self._write(data)
-        if self.parser.our_state is h11.DONE and self.parser.their_state is h11.DONE and not self.owner.draining:
+        if (
+            self.parser.our_state is h11.DONE
+            and self.parser.their_state is h11.DONE
+            and not self.owner.draining
+        ):
             self.parser.start_next_cycle()
             if self.write_paused:
                 self.after_write = self._read_next
@@ -373,7 +379,9 @@ def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
     """Run the WSGI app on a complete request (in a pool thread): status, headers and the whole body."""
     started: list[Any] = []
 
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[..., Any]:
         started[:] = [status, headers]
         return _no_write
 

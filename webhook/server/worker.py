@@ -21,6 +21,7 @@ connection, so a rotated certificate is used by the next connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import signal
@@ -40,7 +41,7 @@ TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we clos
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
-class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type hints
+class AsyncWorker(Worker):
     """A gunicorn worker class; the limits come from the application's `serving_limits()`."""
 
     def init_signals(self) -> None:
@@ -58,7 +59,7 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type hints
         finally:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
-    # -- the Owner protocol of webhook.server.http1 -----------------------------------------------------------
+    # -- the Owner protocol of webhook.server.http1 ---------------------------------------------------------
 
     def run_app(self, environ: dict[str, Any]) -> asyncio.Future[Answer]:
         return self.loop.run_in_executor(self.pool, call_wsgi, self.wsgi, environ)
@@ -71,7 +72,7 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type hints
     def closed_by_server(self, reason: str) -> None:
         self.closed_counts[reason] = self.closed_counts.get(reason, 0) + 1
 
-    # -- the loop ---------------------------------------------------------------------------------------------
+    # -- the loop -------------------------------------------------------------------------------------------
 
     async def _serve(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -98,10 +99,8 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type hints
             for connection in list(self.connections):
                 connection.drain()
             if self.connections:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.all_closed.wait(), self.cfg.graceful_timeout)
-                except TimeoutError:
-                    pass
         for connection in list(self.connections):
             connection.abort()
         heartbeat.cancel()
