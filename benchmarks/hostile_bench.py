@@ -1,4 +1,4 @@
-"""Hostile-connection benchmark: honest reviews beside 1,000 hostile connections, against the same server alone.
+"""Hostile-connection benchmark: honest reviews beside 1,000 hostile connections, and with none.
 
     .venv/bin/python benchmarks/hostile_bench.py [--hostile 1000 --duration 30 --workers 2 --threads 4]
         [--gthread]
@@ -51,7 +51,8 @@ BOUND = 1.0
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its children still alive (the gunicorn master and workers)."""
     pids = [pid] + [
-        int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        int(p)
+        for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     ]
     total = 0
     for p in pids:
@@ -115,11 +116,20 @@ def phase(server: WebhookServer, seconds: float, hostile: Any = None) -> dict[st
     return figures
 
 
-def run_design(args: argparse.Namespace, work: Path, name: str, env: dict[str, str], phases: list[str]) -> dict:
+def run_design(
+    args: argparse.Namespace, work: Path, name: str, env: dict[str, str], phases: list[str]
+) -> dict:
     out: dict[str, Any] = {}
     folder = work / name
     folder.mkdir()
-    shape = ["--classes", str(EXAMPLE_CLASSES), "--workers", str(args.workers), "--threads", str(args.threads)]
+    shape = [
+        "--classes",
+        str(EXAMPLE_CLASSES),
+        "--workers",
+        str(args.workers),
+        "--threads",
+        str(args.threads),
+    ]
     with webhook_server(
         folder, *shape, env={**env, "PROMETHEUS_MULTIPROC_DIR": str(folder)}, startup_timeout=120
     ) as server:
