@@ -164,6 +164,8 @@ def run(args: argparse.Namespace, name: str, probe: tuple[int, int, int], work: 
     if not certs.exists():
         tls.write_certificates(certs)
     shape = ("--classes", str(EXAMPLE_CLASSES), "--workers", "2", "--threads", "4")
+    for side in ("a", "b"):
+        (work / f"{name[:5]}-{side}").mkdir(exist_ok=True)
     with (
         webhook_server(work / f"{name[:5]}-a", *shape, cert_dir=certs) as a,
         webhook_server(work / f"{name[:5]}-b", *shape, cert_dir=certs) as b,

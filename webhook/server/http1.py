@@ -53,6 +53,7 @@ class Phase(enum.Enum):
 # closing a socket with unread data makes the kernel send a reset, which can destroy the answer before the
 # client has read it.
 LINGER_SECONDS = 2.0
+READ_BUFFER = 64 * 1024
 
 
 class Owner(Protocol):
@@ -68,7 +69,7 @@ class Owner(Protocol):
     def closed_by_server(self, reason: str) -> None: ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """An accepted connection, from before its TLS handshake to its close."""
 
     def __init__(self, owner: Owner, limits: Limits, loop: asyncio.AbstractEventLoop, scheme: str) -> None:
@@ -85,6 +86,7 @@ class Connection(asyncio.Protocol):
         self.received = False  # any byte of the current request
         self.write_paused = False
         self.after_write: Callable[[], None] | None = None
+        self.buffer = memoryview(bytearray(READ_BUFFER))
 
     # -- asyncio callbacks ---------------------------------------------------------------------------------
 
@@ -93,8 +95,23 @@ class Connection(asyncio.Protocol):
         self.handshake = None
         self._read_next(first=True)
 
+    # A buffered protocol: asyncio's TLS reads decrypted bytes straight into this buffer. As a plain Protocol
+    # each read would allocate (and mostly free again) a 256 KiB bytes object.
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(bytes(self.buffer[:nbytes]))
+
     def data_received(self, data: bytes) -> None:
         if self.phase in (Phase.CLOSED, Phase.LINGER):
+            return
+        if self.phase is Phase.BUSY:
+            # A pipelined request while this one is answered: kept, but reading stops until the answer
+            # is sent once a whole request's worth is waiting (pausing on every request costs a wake-up).
+            self.parser.receive_data(data)
+            if len(self.parser.trailing_data[0]) > self.limits.max_header_bytes and self.transport:
+                self.transport.pause_reading()
             return
         if self.phase is Phase.IDLE:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
@@ -235,7 +252,6 @@ class Connection(asyncio.Protocol):
     def _dispatch(self) -> None:
         assert self.transport is not None and self.request is not None
         self._enter(Phase.BUSY, None)
-        self.transport.pause_reading()
         environ = self._environ(self.request, b"".join(self.body))
         self.body = []
         task = self.loop.create_task(self._answer(environ))
