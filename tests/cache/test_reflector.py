@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.cache.conftest import FAST, pc
-from tests.kubeapi import KubeAPIServer
+from tests.kubeapi import KubeAPIServer, RequestRecord
 from tests.support.wait import wait_for
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client
@@ -361,3 +361,55 @@ def test_tls_without_the_client_certificate_is_refused(tmp_path) -> None:
             assert not reflector.synced
         finally:
             reflector.stop(5)
+
+
+# -- where the LIST is served from -------------------------------------------------------------------------
+def list_versions(api: KubeAPIServer, path: str = PCS) -> list[str]:
+    """The resourceVersion each LIST of `path` asked for, in order."""
+    return [r.query.get("resourceVersion", "") for r in api.requests if r.path == path and not r.watch]
+
+
+def test_lists_are_consistent_reads_by_default(api: KubeAPIServer, reflect) -> None:
+    reflector, _ = reflect()
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    api.expire_watches()
+    wait_for(lambda: api.list_count(PCS) == 2)
+    assert list_versions(api) == ["", ""]
+
+
+def test_from_the_watch_cache_the_first_list_asks_for_0_and_a_relist_for_the_last_version_seen(
+    api: KubeAPIServer, reflect
+) -> None:
+    reflector, cache = reflect(list_from_watch_cache=True)
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    api.create("priorityclasses", pc("seen", 1))
+    converge(cache, api)
+    seen = reflector.resource_version
+    api.stall()  # the relist must not race a new event: it asks for exactly the version the cache held
+    api.expire_watches()
+    api.release()
+    wait_for(lambda: api.list_count(PCS) == 2)
+    converge(cache, api)
+    assert list_versions(api) == ["0", seen]
+
+
+def test_from_the_watch_cache_a_list_the_cache_cannot_serve_falls_back_to_one_consistent_read(
+    api: KubeAPIServer, reflect
+) -> None:
+    def cached_list(record: RequestRecord) -> bool:
+        return not record.watch and record.query.get("resourceVersion") == "0"
+
+    api.create("priorityclasses", pc("high", 1000))
+    api.fail_next(1, 410, match=cached_list)
+    reflector, cache = reflect(list_from_watch_cache=True)
+    assert reflector.wait_synced(5)
+    converge(cache, api)
+    assert list_versions(api) == ["0", ""]
+    wait_for(lambda: api.open_watches == 1)
+    api.stall()
+    api.expire_watches()
+    api.release()
+    wait_for(lambda: api.list_count(PCS) == 3)
+    assert list_versions(api)[2] not in ("", "0")  # back to the watch cache once a read succeeded

@@ -321,3 +321,13 @@ def test_memory_of_departed_pods_is_dropped(cluster):
     assert set(agent._evicting) == {"here", "fresh"}
     agent._forget_gone({"here", "fresh"}, now=EVICTING_TTL + 1)
     assert set(agent._evicting) == {"fresh"}  # accepted long ago, never shown terminating: look again
+
+
+def test_lists_its_node_and_pods_from_the_watch_cache(cluster, sidecar):
+    """A DaemonSet of agents must not make etcd scan every pod of the cluster on each start: the LISTs ask
+    for resourceVersion "0" (served from the API server's watch cache), as the kubelet's do."""
+    sidecar()
+    paths = ("/api/v1/nodes", "/api/v1/pods")
+    wait_for(lambda: all(cluster.api.list_count(path) for path in paths), what="both LISTs made")
+    lists = [r for r in cluster.api.requests if r.path in paths and not r.watch]
+    assert {(r.path, r.query.get("resourceVersion")) for r in lists} == {(p, "0") for p in paths}

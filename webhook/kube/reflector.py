@@ -1,7 +1,15 @@
 """A list/watch reflector on the official client's HTTP pool, reading raw JSON (no model classes).
 
-client-go's Reflector, reduced to what the project needs: LIST (a consistent read), hand the items and the
-list's resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
+client-go's Reflector, reduced to what the project needs: LIST, hand the items and the list's
+resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
+
+- The LIST is a consistent read (`resourceVersion=""`) unless `list_from_watch_cache` is set: then, as
+  client-go's reflector (and so the kubelet) does, the first LIST asks for `resourceVersion="0"` and a
+  re-LIST for the last version seen ("not older than"), both served from the API server's watch cache
+  instead of a quorum read that makes etcd scan the whole collection; a LIST the cache cannot serve
+  (410, or a version the cache has not reached) falls back to one consistent read. A DaemonSet's agents
+  (one LIST of their node's pods each, on every start and relist) set it; the PriorityClass cache, a
+  small list read by few replicas where a just-created class must be seen at once, does not.
 
 - The server closing the watch (its `timeoutSeconds`, randomised between `timeout_seconds` and twice
   that) just re-watches from the last resourceVersion.
@@ -84,6 +92,7 @@ class Reflector:
         backoff_max: float = 30.0,
         read_timeout: float = 75.0,
         connect_timeout: float = 10.0,
+        list_from_watch_cache: bool = False,
     ) -> None:
         self.path = path
         self.name = name
@@ -93,7 +102,9 @@ class Reflector:
         self.backoff_max = backoff_max
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
+        self.list_from_watch_cache = list_from_watch_cache
         self.resource_version = ""
+        self._list_consistent = False  # the watch cache could not serve the last LIST: read through once
         self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
         self._client = api_client
         self._selectors = {
@@ -181,8 +192,22 @@ class Reflector:
         if hasattr(self.store, "__len__"):
             metrics.OBJECTS.labels(self.name).set(len(self.store))  # type: ignore[arg-type]
 
+    def _list_version(self) -> str:
+        """client-go's relistResourceVersion: "0" (any cached state) before the first sync, then the last
+        version seen, and "" (a consistent read) when the cache could not serve that."""
+        if not self.list_from_watch_cache or self._list_consistent:
+            return ""
+        return self.resource_version or "0"
+
     def _list(self) -> None:
-        response = self._request({**self._selectors, "resourceVersion": ""}, self.read_timeout)
+        asked = self._list_version()
+        try:
+            response = self._request({**self._selectors, "resourceVersion": asked}, self.read_timeout)
+        except (_Gone, ApiStatusError) as err:
+            # 410, or 504 "Too large resource version": the watch cache cannot serve this version
+            if asked and (isinstance(err, _Gone) or err.status == 504):
+                self._list_consistent = True
+            raise
         try:
             body = json.loads(response.read())
         finally:
@@ -195,6 +220,7 @@ class Reflector:
             raise _Stopped
         self.store.replace(body["items"], version)
         self.resource_version = version
+        self._list_consistent = False
         self._events_since_list = 0  # the backoff is reset by a working watch, not by a LIST
         self._activity()
         self._count()

@@ -90,6 +90,7 @@ class Sidecar:
                 self.nodes,
                 name="node",  # a metric label: no node names in label values
                 field_selector=f"metadata.name={settings.node_name}",
+                list_from_watch_cache=True,
                 **options,
             ),
             Reflector(
@@ -98,6 +99,8 @@ class Sidecar:
                 self.pods,
                 name="pods",
                 field_selector=f"spec.nodeName={settings.node_name}",
+                # thousands of agents: served from the watch cache, never an etcd scan of every pod
+                list_from_watch_cache=True,
                 **options,
             ),
         )
