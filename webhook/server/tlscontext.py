@@ -1,9 +1,9 @@
 """The server's TLS settings, and certificate rotation without a restart.
 
 The serving worker (webhook.server.worker) asks gunicorn's `ssl_context` hook for a context on every
-accepted connection (as gunicorn's own workers do), so rotation needs no SNI trick: the hook returns the current context
-of a `ReloadingContext`, which re-reads `tls.crt`/`tls.key` when their identity changed. Connections
-already open keep the context they were wrapped with, so nothing in flight is disturbed.
+accepted connection (as gunicorn's own workers do), so rotation needs no SNI trick: the hook returns the
+current context of a `ReloadingContext`, which re-reads `tls.crt`/`tls.key` when their identity changed.
+Connections already open keep the context they were wrapped with, so nothing in flight is disturbed.
 
 The expiry of the certificate in use is exported by the process that serves with it (a gunicorn worker,
 on its first connection and after each reload), never by the master, which serves nothing: a stale
