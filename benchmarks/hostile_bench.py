@@ -11,7 +11,9 @@ reopened as soon as the server drops it. In each phase one client reviews on a f
 kept-alive connection, each every 0.25 s, and every latency is recorded. Printed: per phase and client,
 reviews, answered 200 within 1 s, p50 / p99 / max latency; the connections the server held (its own
 gauge, sampled every 2 s); the server's CPU in the phase. `--gthread` repeats the hostile phase against
-gunicorn's gthread worker (the serving design used before) with a shorter run.
+gunicorn's gthread worker (the serving design used before) with a shorter run; that phase did not finish
+in 15 minutes on a loaded machine (its clients stay blocked on a server that answers nothing): run it
+under `timeout`.
 
 The open-files limit is raised to its hard limit for this process and its children (a thousand
 connections need a thousand descriptors on each side).
