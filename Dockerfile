@@ -1,10 +1,13 @@
 # syntax=docker/dockerfile:1
 #
-# priority-webhook image: `docker build -t priority-webhook:0.1.0 .` (the tag the chart defaults to)
+# priority-webhook image: `docker build -t priority-webhook:$(python3 -c 'import webhook; print(webhook.__version__)') .`
+# (the tag the chart defaults to: its appVersion, which a test keeps equal to the package version)
 #
-# Two stages on the same slim Python base. The builder makes a wheel of the project and installs it,
-# with the dependencies that setup.cfg declares, into a virtual environment under /opt. The runtime stage
-# copies only that environment: no compiler, no pip, no source tree, no build cache, no secrets.
+# Two stages on the same slim Python base. The builder installs the dependencies that setup.cfg declares,
+# at the versions constraints.txt pins (two builds of one commit get the same packages), into a virtual
+# environment under /opt, in a layer of their own: a change to the source alone does not reinstall them.
+# Then it makes a wheel of the project and installs it without dependencies. The runtime stage copies
+# only that environment: no compiler, no pip, no source tree, no build cache, no secrets.
 # Pin the base by digest for reproducible builds: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -14,12 +17,16 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml setup.cfg README.md ./
-COPY webhook ./webhook
+COPY setup.cfg constraints.txt ./
 # Dependencies install from wheels only: nothing is compiled, so the builder needs no toolchain either.
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+RUN python -c "import configparser; c = configparser.ConfigParser(); c.read('setup.cfg'); print(c['options']['install_requires'])" > requirements.txt \
  && python -m venv --without-pip /opt/priority-webhook \
- && python -m pip --python /opt/priority-webhook/bin/python install --only-binary=:all: /wheels/priority_webhook-*.whl
+ && python -m pip --python /opt/priority-webhook/bin/python install --only-binary=:all: -c constraints.txt -r requirements.txt
+COPY pyproject.toml README.md LICENSE ./
+COPY webhook ./webhook
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m pip --python /opt/priority-webhook/bin/python install --no-deps /wheels/priority_webhook-*.whl \
+ && cp LICENSE /opt/priority-webhook/LICENSE
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="priority-webhook" \

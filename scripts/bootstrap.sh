@@ -18,10 +18,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 spec="."
 [ -n "$extra" ] && spec=".[$extra]"
-stamp=".venv/.installed-$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)-${extra:-base}"
+stamp=".venv/.installed-$(cat setup.cfg pyproject.toml constraints.txt | sha256sum | cut -c1-16)-${extra:-base}"
 if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e "$spec"
+    # constraints.txt pins every dependency: the tests run on the versions the image ships.
+    .venv/bin/python -m pip install -q -c constraints.txt -e "$spec"
     touch "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -33,7 +33,10 @@ LABEL_ERR = (
         ("0-a", []),
         ("a" * 63, []),
         ("a" * 64, ["must be no more than 63 characters"]),
-        ("a.b", [LABEL_ERR]),
+        ("a.b", ["must not contain dots"]),  # a valid subdomain: apimachinery v1.33 names the dots
+        ("a" * 40 + "." + "a" * 30, ["must be no more than 63 characters", "must not contain dots"]),
+        ("a..b", [LABEL_ERR]),
+        ("A.b", [LABEL_ERR]),
         ("-a", [LABEL_ERR]),
         ("a-", [LABEL_ERR]),
         ("FILLED BY THE OPERATOR", [LABEL_ERR]),
@@ -124,14 +127,14 @@ def test_default_pod_copies_limits_into_requests_for_containers_and_init_contain
     assert got["spec"]["containers"][1] == "junk"
 
 
-def test_pod_level_requests_default_from_limits_only_for_resources_no_container_requests():
+def test_pod_level_requests_default_from_the_containers_then_from_the_limits():
     pod = {
         "spec": {
             "resources": {"limits": {"cpu": "4", "memory": "1Gi", "example.com/x": "1"}},
             "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
         }
     }
-    assert default_pod(pod)["spec"]["resources"]["requests"] == {"memory": "1Gi"}
+    assert default_pod(pod)["spec"]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
 
 
 def test_host_network_pods_get_host_ports():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import plugin
+from webhook.commands import kubectl as plugin
 from webhook.files.documents import InputError
 
 

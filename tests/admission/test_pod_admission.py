@@ -379,10 +379,171 @@ class TestValidatePod:
             == 'pods "p" is forbidden: spec.priority is not set; priority admission requires 1000'
         )
 
-    def test_class_deleted_in_between(self):
+    def test_class_deleted_and_no_history(self):
+        # Without the earlier set (a worker that never saw it), the final check cannot tell.
         _, result = admit([default1], pod("p", "ns", "default1"))
         assert not validate_pod(pod_request(result), ClassSet()).allowed
 
     def test_update_is_not_validated(self):
         obj = pod("p", "ns", "missing")
         assert validate_pod(pod_request(obj, "UPDATE", obj), ClassSet()).allowed
+
+
+# Decided once: /mutate resolved the pod with the classes `at_mutate`; by /validate they are `now`, and the
+# store remembers the sets it replaced recently (`recent`, newest first). `later` changes the mutated pod's
+# spec the way a later mutating webhook would. Expected: allowed, or the start of the denial's reason.
+high = PriorityClass("high", 1000, False)
+high_again = PriorityClass("high", 5000, False)
+high_never = PriorityClass("high", 1000, False, "Never")
+late_default = PriorityClass("late-default", 300, True)
+DECIDE_ONCE = [
+    # (id, at_mutate, now, recent, pod kwargs, later spec changes, expected)
+    ("default appeared", [], [late_default], [[]], {}, {}, True),
+    ("default appeared, no history", [], [late_default], [], {}, {}, "the integer value of priority (0)"),
+    ("class re-created with another value", [high], [high_again], [[high]], {"class_name": "high"}, {}, True),
+    (
+        "re-created, then a later webhook sets the new value",
+        [high],
+        [high_again],
+        [[high]],
+        {"class_name": "high"},
+        {"priority": 5000},
+        True,  # what the class gives now: the pod is what /mutate makes of it today
+    ),
+    (
+        "re-created with another policy",
+        [high],
+        [high_never],
+        [[high]],
+        {"class_name": "high"},
+        {},
+        True,
+    ),
+    ("class deleted in between", [high], [], [[high]], {"class_name": "high"}, {}, True),
+    ("default removed in between", [late_default], [], [[late_default]], {}, {}, True),
+    (
+        "default changed, then an older state",
+        [late_default],
+        [],
+        [[], [late_default]],
+        {},
+        {},
+        True,
+    ),
+    (
+        "a later webhook changes the priority",
+        [high],
+        [high_again],
+        [[high]],
+        {"class_name": "high"},
+        {"priority": 7},
+        "the integer value of priority (7)",
+    ),
+    (
+        "a later webhook drops the priority",
+        [high],
+        [high],
+        [[high_again]],
+        {"class_name": "high"},
+        {"priority": None},
+        "spec.priority is not set",
+    ),
+    (
+        "a later webhook sets a value no state gave",
+        [],
+        [late_default],
+        [[]],
+        {},
+        {"priority": 300},
+        "spec.priorityClassName is not set",
+    ),
+    (
+        "a later webhook changes the policy",
+        [high],
+        [high],
+        [[high]],
+        {"class_name": "high"},
+        {"preemptionPolicy": "Never"},
+        "the string value of PreemptionPolicy (Never)",
+    ),
+    (
+        "a later webhook names another class",
+        [high],
+        [high, late_default],
+        [[high]],
+        {"class_name": "high"},
+        {"priorityClassName": "late-default"},
+        "the integer value of priority (1000)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "at_mutate, now, recent, kwargs, later, expected",
+    [case[1:] for case in DECIDE_ONCE],
+    ids=[case[0] for case in DECIDE_ONCE],
+)
+def test_validate_accepts_what_mutate_decided(at_mutate, now, recent, kwargs, later, expected):
+    _, result = admit(at_mutate, pod("p", "ns", **kwargs))
+    for key, value in later.items():
+        if value is None:
+            result["spec"].pop(key, None)
+        else:
+            result["spec"][key] = value
+    classes = ClassSet(now, recent=tuple(ClassSet(state) for state in recent))
+    decision = validate_pod(pod_request(result), classes)
+    if expected is True:
+        assert decision.allowed, decision.message
+        assert not decision.unresolved
+    else:
+        assert not decision.allowed
+        assert decision.message.startswith(f'pods "p" is forbidden: {expected}'), decision.message
+
+
+# A pod reaching the final check without spec.priority: in a system namespace its mutation was skipped (the
+# fail-open entries), elsewhere a later webhook dropped it. (namespace, options, pod kwargs, unresolved?)
+KUBE_SYSTEM_ONLY = PodOptions()
+TWO_SYSTEM = PodOptions(system_namespaces=frozenset({"kube-system", "platform"}))
+UNRESOLVED = [
+    ("kube-system, no class", "kube-system", KUBE_SYSTEM_ONLY, {}, True),
+    ("kube-system, a class named", "kube-system", KUBE_SYSTEM_ONLY, {"class_name": "high"}, True),
+    ("kube-system, a missing class", "kube-system", KUBE_SYSTEM_ONLY, {"class_name": "gone"}, True),
+    (
+        "kube-system, critical annotation",
+        "kube-system",
+        KUBE_SYSTEM_ONLY,
+        {"annotations": {"scheduler.alpha.kubernetes.io/critical-pod": ""}},
+        True,
+    ),
+    ("a configured system namespace", "platform", TWO_SYSTEM, {}, True),
+    ("platform, not configured", "platform", KUBE_SYSTEM_ONLY, {}, False),
+    ("kube-system, not configured", "kube-system", PodOptions(system_namespaces=frozenset()), {}, False),
+    ("an ordinary namespace", "ns", TWO_SYSTEM, {"class_name": "high"}, False),
+]
+
+
+@pytest.mark.parametrize(
+    "namespace, options, kwargs, unresolved",
+    [case[1:] for case in UNRESOLVED],
+    ids=[c[0] for c in UNRESOLVED],
+)
+def test_a_system_pod_whose_mutation_was_skipped_is_admitted_with_a_warning(
+    namespace, options, kwargs, unresolved
+):
+    obj = pod("p", namespace, **kwargs)  # as the client sent it: no priority, nothing mutated
+    decision = validate_pod(pod_request(obj), ClassSet([*SYSTEM_CLASSES, high, late_default]), options)
+    assert decision.unresolved is unresolved
+    assert decision.allowed is unresolved
+    if unresolved:
+        assert decision.patch == ()
+        assert decision.warnings == (
+            "spec.priority is not set: priority admission was skipped (webhook timeout or outage); "
+            f"admitted in system namespace {namespace} without it",
+        )
+
+
+@pytest.mark.parametrize("priority, policy", [(7, None), (2000000000, "Never")])
+def test_a_system_pod_with_a_wrong_priority_is_still_denied(priority, policy):
+    obj = pod("p", "kube-system", "system-cluster-critical", priority=priority, policy=policy)
+    decision = validate_pod(pod_request(obj), ClassSet(SYSTEM_CLASSES))
+    assert not decision.allowed and not decision.unresolved

@@ -140,3 +140,34 @@ def test_api_client_errors_are_one_line_config_errors(tmp_path, monkeypatch, con
         api_client(str(path), in_cluster)
     assert "\n" not in str(err.value)
     assert ("in-cluster" in str(err.value)) == in_cluster
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_each_snapshot_remembers_the_sets_it_replaced_for_a_while(api: KubeAPIServer, class_store) -> None:
+    """What /validate checks a pod against: the current set and those replaced within history_seconds."""
+    clock = FakeClock()
+    store = class_store(history_seconds=60, clock=clock)
+    assert store.wait_ready(5)
+    assert store.snapshot().recent == ()  # the empty set before the first LIST was never served
+    api.create("priorityclasses", pc("a", 10))
+    wait_for(lambda: "a" in store.snapshot())
+    clock.now += 30
+    api.delete("priorityclasses", "a")
+    api.create("priorityclasses", pc("a", 20, globalDefault=True))
+    wait_for(lambda: store.snapshot().get("a") == PriorityClass("a", 20, True))
+    # newest first: before the re-creation (no "a"), with a = 10, without "a" (the first LIST)
+    recent = store.snapshot().recent
+    assert [state.get("a") for state in recent] == [None, PriorityClass("a", 10), None]
+    assert all(state.recent == () for state in recent)  # sets never chain
+    clock.now += 31  # the first replacement is more than 60 s old: forgotten at the next read
+    assert [state.get("a") for state in store.snapshot().recent] == [None, PriorityClass("a", 10)]
+    clock.now += 30
+    assert store.snapshot().recent == ()
+    assert store.snapshot().default() == PriorityClass("a", 20, True)

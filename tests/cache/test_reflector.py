@@ -7,7 +7,9 @@ no lost object, no phantom one.
 from __future__ import annotations
 
 import logging
+import math
 import random
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -243,7 +245,8 @@ def test_500s_for_a_while_then_recovery_with_backoff(api: KubeAPIServer, reflect
 
 
 def test_stalled_api_is_detected_by_the_read_timeout(api: KubeAPIServer, reflect) -> None:
-    reflector, cache = reflect(read_timeout=0.5)
+    # The guard on a watch is its timeoutSeconds (1-2 s here) plus read_timeout.
+    reflector, cache = reflect(read_timeout=0.5, timeout_seconds=1)
     assert reflector.wait_synced(5)
     wait_for(lambda: api.open_watches == 1)
     with api.stalled():  # the open watch goes silent: no events, no bookmarks, no close
@@ -413,3 +416,47 @@ def test_from_the_watch_cache_a_list_the_cache_cannot_serve_falls_back_to_one_co
     api.release()
     wait_for(lambda: api.list_count(PCS) == 3)
     assert list_versions(api)[2] not in ("", "0")  # back to the watch cache once a read succeeded
+
+
+# -- an hour of quiet, compressed --------------------------------------------------------------------------
+HOUR_SCALE = 0.005  # one API second is 5 ms: an hour of 5-10 minute watches in 18 s
+
+
+@pytest.mark.parametrize("bookmark_every", [math.inf, 60 * HOUR_SCALE], ids=["no-bookmarks", "bookmark-1min"])
+def test_after_an_hour_of_quiet_every_worker_sees_a_change_within_a_second(bookmark_every: float) -> None:
+    """The production settings (timeouts and backoff as `serve` uses them, the client's read timeout scaled
+    with the API server's clock) on a cluster where nothing changes for an hour. Every watch ends by the
+    server's timeoutSeconds and is re-opened at once: no failure, no backoff, a watch always open. A quiet
+    watch used to be cut by the 75 s read timeout and counted as a failure, so the retry delay grew to its
+    cap and no watch was open while it waited (a class change was seen up to 30 s late)."""
+    from webhook.kube.class_store import ClusterClassStore
+
+    with KubeAPIServer(bookmark_interval=bookmark_every, time_scale=HOUR_SCALE) as api:
+        stores = [
+            ClusterClassStore(api.api_client(), name=unique(f"worker-{i}"), read_timeout=75 * HOUR_SCALE)
+            for i in range(4)
+        ]
+        for store in stores:
+            store.start()
+        try:
+            assert all(store.wait_ready(10) for store in stores)
+            hour_ends = time.monotonic() + 3600 * HOUR_SCALE
+            wait_for(lambda: time.monotonic() >= hour_ends, timeout=3600 * HOUR_SCALE + 5, interval=0.1)
+            reflectors = [store.reflector for store in stores]
+            # 4 workers, 6 to 12 watches an hour each (the first one, then one per server timeout)
+            assert 4 * 6 <= api.watch_count(PCS) <= 4 * 13
+            assert [metric("priority_webhook_cache_reconnects_total", r) for r in reflectors] == [0] * 4
+            wait_for(lambda: api.open_watches == 4, timeout=5, what="a watch open on every worker")
+            changed = time.monotonic()
+            api.create("priorityclasses", pc("after-the-quiet-hour", 7, globalDefault=True))
+            wait_for(
+                lambda: all("after-the-quiet-hour" in store.snapshot() for store in stores),
+                timeout=30,
+                interval=0.005,
+            )
+            seen = time.monotonic() - changed
+            assert seen < 1.0, f"seen by every worker after {seen:.2f}s"
+            assert api.list_count(PCS) == 4  # one LIST each: watches were resumed, never re-listed
+        finally:
+            for store in stores:
+                store.stop()

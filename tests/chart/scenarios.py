@@ -20,6 +20,7 @@ SIDECAR_ALL: dict[str, Any] = {"sidecar": {"enabled": True}}
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default": {},
+    "generated": {"certificates": {"mode": "generated"}},
     "cert-manager": {"certificates": {"mode": "certManager"}},
     "cert-manager-issuer": {
         "certificates": {

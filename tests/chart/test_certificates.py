@@ -31,6 +31,7 @@ DNS_NAMES = [
 ]
 RENEW_BEFORE_DAYS = 90
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+GENERATED = SCENARIOS["generated"]
 
 
 def certs(pem: str | bytes) -> list[x509.Certificate]:
@@ -67,7 +68,7 @@ def ca_bundles(r: Rendered) -> set[str]:
 
 
 def test_generated_certificate_serves_the_service_name(rendered: Render) -> None:
-    secret = rendered({}).one("Secret", SECRET)
+    secret = rendered(GENERATED).one("Secret", SECRET)
     assert secret["type"] == "kubernetes.io/tls"
     (cert,) = certs(secret_text(secret, "tls.crt"))
     (ca,) = certs(secret_text(secret, "ca.crt"))
@@ -87,7 +88,7 @@ def test_generated_certificate_serves_the_service_name(rendered: Render) -> None
 def test_generated_key_matches_the_certificate(rendered: Render) -> None:
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_private_key
 
-    secret = rendered({}).one("Secret", SECRET)
+    secret = rendered(GENERATED).one("Secret", SECRET)
     key = load_pem_private_key(secret_text(secret, "tls.key").encode(), password=None)
     (cert,) = certs(secret_text(secret, "tls.crt"))
     spki = (Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
@@ -95,7 +96,7 @@ def test_generated_key_matches_the_certificate(rendered: Render) -> None:
 
 
 def test_expiry_annotation_records_the_certificate_not_after(rendered: Render) -> None:
-    secret = rendered({}).one("Secret", SECRET)
+    secret = rendered(GENERATED).one("Secret", SECRET)
     (cert,) = certs(secret_text(secret, "tls.crt"))
     recorded = datetime.datetime.strptime(
         secret["metadata"]["annotations"]["priority-webhook.io/not-after"], TIME_FORMAT
@@ -108,7 +109,7 @@ def test_expiry_annotation_records_the_certificate_not_after(rendered: Render) -
 
 def test_every_webhook_entry_trusts_the_secret_that_is_mounted(rendered: Render) -> None:
     """One certificate per render, though several templates ask for it."""
-    r = rendered({})
+    r = rendered(GENERATED)
     secret = r.one("Secret", SECRET)
     (bundle,) = ca_bundles(r)
     assert base64.b64decode(bundle).decode() == secret_text(secret, "ca-bundle.crt")
@@ -193,7 +194,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]]
         (copy / "probe").mkdir()
         (copy / "probe" / "cases.json").write_text(json.dumps(cases))
         with helm.Chart.load(copy) as chart:
-            text = chart.render({}, name=RELEASE, namespace=NAMESPACE)[
+            text = chart.render(GENERATED, name=RELEASE, namespace=NAMESPACE)[
                 "priority-webhook/templates/zz-probe.yaml"
             ]
         return {

@@ -34,7 +34,7 @@ def test_notes_name_the_rendered_configurations(rendered: Callable[[dict[str, An
 
 
 def test_notes_show_the_certificate_expiry(rendered: Callable[[dict[str, Any]], Rendered]) -> None:
-    r = rendered({})
+    r = rendered({"certificates": {"mode": "generated"}})
     expiry = r.one("Secret")["metadata"]["annotations"]["priority-webhook.io/not-after"]
     assert f"expires {expiry}" in r.notes
 

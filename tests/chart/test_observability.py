@@ -46,7 +46,7 @@ def exported_families() -> set[str]:
 
 
 def test_service_monitor_scrapes_the_https_port_verifying_the_certificate(rendered: Render) -> None:
-    r = rendered(OBSERVABILITY)
+    r = rendered({**OBSERVABILITY, **SCENARIOS["generated"]})  # a Secret the chart renders, to check it
     monitor = r.one("ServiceMonitor", FULLNAME)
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     service = r.one("Service", FULLNAME)

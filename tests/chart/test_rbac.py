@@ -31,6 +31,13 @@ CLEANUP_GRANTS = {
     for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
 }
 TEST_CLUSTER_GRANTS = {("scheduling.k8s.io", "priorityclasses", "list")}
+# certificates.mode webhook (the default): its two configurations' caBundle, its one CA Secret.
+ROTATION_GRANTS = {
+    ("admissionregistration.k8s.io", resource, verb)
+    for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+    for verb in ("get", "list", "watch", "patch")
+}
+CA_SECRET_GRANTS = {("", "secrets", verb) for verb in ("create", "get", "update")}
 TEST_NAMESPACE_GRANTS = {("", "pods", "create")}
 
 
@@ -70,23 +77,36 @@ def test_grants_are_exactly_what_each_component_needs(
     )
     r = rendered(values)
     roles = {role["metadata"]["name"]: grants(role) for role in r.of_kind("ClusterRole")}
-    expected = {FULLNAME: WEBHOOK_GRANTS, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
+    expected = {FULLNAME: WEBHOOK_GRANTS | ROTATION_GRANTS, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
     expected |= {SIDECAR: sidecar} if sidecar else {}
     assert roles == expected
     assert {role["metadata"]["name"]: grants(role) for role in r.of_kind("Role")} == {
-        TEST: TEST_NAMESPACE_GRANTS
+        TEST: TEST_NAMESPACE_GRANTS,
+        FULLNAME: CA_SECRET_GRANTS,
     }
     for grant in set().union(*roles.values()):
         assert "*" not in grant
-        assert grant[1] != "secrets", "no component reads Secrets"
+        assert grant[1] != "secrets", "no component reads Secrets cluster-wide"
 
 
 def test_the_cleanup_job_can_delete_only_the_releases_own_configurations(rendered: Render) -> None:
     (rule,) = rendered({}).one("ClusterRole", HOOKS)["rules"]
     assert rule["resourceNames"] == [FULLNAME]
     for role in rendered({}).of_kind("ClusterRole"):
-        if role["metadata"]["name"] != HOOKS:
+        if role["metadata"]["name"] not in (HOOKS, FULLNAME):
             assert all("resourceNames" not in r for r in role["rules"])
+    # The webhook's own rights on admission configuration are the caBundle patch, limited the same way.
+    (_, own) = rendered({}).one("ClusterRole", FULLNAME)["rules"]
+    assert own["resourceNames"] == [FULLNAME] and "delete" not in own["verbs"]
+
+
+def test_the_webhook_updates_only_its_own_ca_secret(rendered: Render) -> None:
+    """A create cannot be limited by name; every read and write after it is."""
+    rules = rendered({}).one("Role", FULLNAME)["rules"]
+    assert [r for r in rules if "resourceNames" not in r] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+    ]
+    assert rendered(SCENARIOS["generated"]).of_kind("Role") == [rendered({}).one("Role", TEST)]
 
 
 def test_without_the_install_gate_there_is_no_cleanup_identity(rendered: Render) -> None:

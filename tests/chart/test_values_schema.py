@@ -108,6 +108,37 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("hostNetwork flag type", {"webhook": {"hostNetwork": "yes"}}, "hostNetwork"),
     ("alert days", {"prometheusRule": {"certificateExpiryWarningDays": 1}}, "certificateExpiryWarningDays"),
     ("test namespace", {"tests": {"namespace": "Not_A_Namespace"}}, "namespace"),
+    (
+        "common label owned by the chart",
+        {"commonLabels": {"app.kubernetes.io/name": "x"}},
+        "invalid propertyName 'app.kubernetes.io/name'",
+    ),
+    ("common label value type", {"commonLabels": {"team": 5}}, "commonLabels"),
+    ("extra volume without a name", {"webhook": {"extraVolumes": [{"emptyDir": {}}]}}, "extraVolumes"),
+    ("extra mount without a path", {"sidecar": {"extraVolumeMounts": [{"name": "x"}]}}, "extraVolumeMounts"),
+    (
+        "selector operator",
+        {"admission": {"objectSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}},
+        "objectSelector",
+    ),
+    ("selector key typo", {"admission": {"namespaceSelector": {"matchLabel": {}}}}, "matchLabel"),
+    (
+        "match condition without an expression",
+        {"admission": {"extraMatchConditions": [{"name": "x"}]}},
+        "extraMatchConditions",
+    ),
+    (
+        "match condition named as the chart's own",
+        {
+            "admission": {
+                "extraMatchConditions": [{"name": "update-drops-priority-fields", "expression": "true"}]
+            }
+        },
+        "extraMatchConditions",
+    ),
+    ("service account name", {"sidecar": {"serviceAccount": {"name": "Bad_Name"}}}, "serviceAccount"),
+    ("runbook url", {"prometheusRule": {"runbookUrl": "docs/operations.md"}}, "runbookUrl"),
+    ("slow fraction", {"prometheusRule": {"slowFraction": 2}}, "slowFraction"),
 ]
 
 

@@ -129,6 +129,29 @@ def test_options_move_namespaces_between_groups(rendered: Render) -> None:
         assert [h["failurePolicy"] for h in lease] == ["Ignore"], "extra systemNamespaces fail open"
 
 
+@pytest.mark.parametrize("scenario", ["default", "fail-open-and-tuned"])
+def test_the_server_knows_the_namespaces_its_fail_open_entries_serve(scenario: str, rendered: Render) -> None:
+    """There a pod may reach /validate unmutated (its /mutate call failed open) and must be admitted."""
+    r = rendered(SCENARIOS[scenario])
+    args = r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["args"]
+    told = {arg.split("=", 1)[1] for arg in args if arg.startswith("--system-namespace=")}
+    candidates = ["kube-system", "kube-node-lease", "kube-public", "default", "sandbox"]
+    system_entry = {
+        ns
+        for ns in candidates
+        if [
+            (h["name"], h["failurePolicy"])
+            for h in called_for_pod(r, "MutatingWebhookConfiguration", ns, "CREATE")
+        ]
+        == [("system-pods.priority-webhook.io", "Ignore")]
+    }
+    assert (
+        told
+        == system_entry
+        == set(SCENARIOS[scenario].get("admission", {}).get("systemNamespaces", ["kube-system"]))
+    )
+
+
 def test_the_default_policy_is_fail_closed_outside_kube_system(rendered: Render) -> None:
     r = rendered({})
     for kind in CONFIG_KINDS:

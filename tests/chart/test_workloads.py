@@ -11,6 +11,7 @@ import pytest
 from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches
+from webhook import __version__
 
 Render = Callable[[dict[str, Any]], Rendered]
 SIDECAR = f"{FULLNAME}-sidecar"
@@ -107,10 +108,12 @@ def test_pdb_and_sidecar_select_disjoint_pods(rendered: Render) -> None:
 
 
 def test_webhook_container_serves_the_contract(rendered: Render) -> None:
-    r = rendered({})
+    r = rendered(
+        SCENARIOS["generated"]
+    )  # the webhook mode's own flags: tests/chart/test_certificates_webhook.py
     deployment = r.one("Deployment", FULLNAME)
     c = container(deployment)
-    assert c["image"] == "priority-webhook:0.1.0"
+    assert c["image"] == f"priority-webhook:{__version__}"
     tls_mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
     assert tls_mount["readOnly"] is True and "subPath" not in tls_mount, "subPath mounts never see rotation"
     assert c["args"] == [
@@ -122,6 +125,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
         "--threads=4",
         "--graceful-timeout=20",
         "--log-level=info",
+        "--system-namespace=kube-system",
     ]
     assert port_number(c, "https") == 8443
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
@@ -140,7 +144,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
 
 @pytest.mark.parametrize(
     "scenario, secret",
-    [("default", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
+    [("generated", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
 )
 def test_webhook_mounts_the_secret_of_its_certificate_mode(
     scenario: str, secret: str, rendered: Render
@@ -164,7 +168,10 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
     r = rendered(SCENARIOS["sidecar"])
     daemonset = r.one("DaemonSet", SIDECAR)
     pod = daemonset["spec"]["template"]["spec"]
-    assert pod["tolerations"] == [{"operator": "Exists"}], "tolerates every taint, NoExecute included"
+    assert pod["tolerations"] == [
+        {"operator": "Exists", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "PreferNoSchedule"},
+    ], "every taint that keeps pods off a node, none that tells them to leave"
     assert pod["priorityClassName"] == "system-node-critical"
     assert (
         pod["serviceAccountName"]
@@ -211,13 +218,16 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in r.objects:
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"]
         elif obj["kind"] == "ConfigMap" and obj["metadata"]["name"].endswith("-dashboard"):
             assert obj["metadata"]["namespace"] == "monitoring"
-        elif obj["kind"] in ("Role", "RoleBinding"):  # `helm test` creates its dry-run pod there
+        elif obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["name"].endswith("-test"):
+            # `helm test` creates its dry-run pod there
             assert obj["metadata"]["namespace"] == "default"
         else:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]

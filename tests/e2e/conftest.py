@@ -3,6 +3,12 @@
 Without the binaries the end-to-end tests are left out with one line on a workstation, and fail under
 `CI=true`: in CI they must run. A failing test gets the tail of every control-plane log in its report,
 and its working folder (full logs, certificates, etcd data) is kept.
+
+Two Kubernetes versions: the current one (KUBEBUILDER_ASSETS) runs everything; the oldest one we still
+prove (KUBEBUILDER_ASSETS_OLDEST) runs the focused subset of tests that ask for `both_versions` (a shared
+cluster of each version) or `both_versions_assets` (binaries for a cluster of the test's own): each such
+test runs once per version, its id ending in `[current]` or `[oldest]`. The summary counts the tests per
+kube-apiserver version.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ _PLANES = pytest.StashKey[list[ControlPlane]]()
 _HERE = Path(__file__).parent
 _RAN: dict[str, int] = {}
 _NOT_RUN: list[str] = []
+VERSIONS = ("current", "oldest")
 
 
 def _in_ci() -> bool:
@@ -117,8 +124,39 @@ def attach_logs(request: pytest.FixtureRequest) -> Callable[[ControlPlane], Cont
 @pytest.fixture(scope="session")
 def oldest_assets() -> Path:
     """The binaries of the oldest Kubernetes we prove (KUBEBUILDER_ASSETS_OLDEST): pass them as
-    `start_control_plane(assets=oldest_assets)` for behaviour that differs between versions."""
+    `start_control_plane(assets=oldest_assets)` for behaviour that differs between versions. Under
+    `CI=true` a missing folder fails the test, as for the current version."""
     return _require_assets(OLDEST_ASSETS_ENV)
+
+
+@pytest.fixture(scope="session")
+def oldest_plane(oldest_assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """The session cluster's twin on the oldest version (controller manager, default admission plugins),
+    started on first use."""
+    with ControlPlane.start(
+        tmp_path_factory.mktemp("envtest-oldest"), controller_manager=True, assets=oldest_assets
+    ) as plane:
+        yield plane
+
+
+@pytest.fixture(params=VERSIONS)
+def both_versions(request: pytest.FixtureRequest) -> ControlPlane:
+    """The test runs twice: on the session cluster (current version) and on `oldest_plane`. Expectations
+    that differ say which version does what (`ControlPlane.minor`)."""
+    plane: ControlPlane = request.getfixturevalue(
+        "control_plane" if request.param == "current" else "oldest_plane"
+    )
+    _track(request, plane)
+    return plane
+
+
+@pytest.fixture(params=VERSIONS)
+def both_versions_assets(request: pytest.FixtureRequest) -> Path:
+    """The test runs twice, with the binaries of each version, for a cluster of its own:
+    `start_control_plane(assets=both_versions_assets)`."""
+    if request.param == "current":
+        return _require_assets()
+    return Path(request.getfixturevalue("oldest_assets"))
 
 
 @pytest.fixture
@@ -148,11 +186,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not planes:
         return
     if report.when == "call":
-        version = planes[0].version
-        _RAN[version] = _RAN.get(version, 0) + 1
+        for version in {_label(plane) for plane in planes}:
+            _RAN[version] = _RAN.get(version, 0) + 1
     if report.failed:
         for plane in planes:
             report.sections.append((f"control plane {plane.workdir} (kept)", plane.logs()))
+
+
+def _label(plane: ControlPlane) -> str:
+    """The plane's version, and which of the two it is (a test that used both counts for both)."""
+
+    def named(env: str) -> bool:
+        try:
+            return plane.assets.resolve() == assets_dir(env).resolve()
+        except AssetsMissing:
+            return False
+
+    oldest = named(OLDEST_ASSETS_ENV) and not named(ASSETS_ENV)
+    return f"{plane.version} ({OLDEST_ASSETS_ENV if oldest else ASSETS_ENV})"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

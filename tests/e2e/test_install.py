@@ -6,19 +6,18 @@ hooks after a Job that waits for the webhook to answer; here that Job never fini
 and pod creation in the cluster's ordinary namespaces goes on. The contrast shows what the same
 configurations do when applied up front.
 
-The chart requires Kubernetes 1.30 and this API server is 1.24: the tests install a copy whose Chart.yaml
-drops that constraint, rendered for the server's version (`kubeVersionOverride`), which leaves out the
-fields 1.24 does not know.
+The chart requires Kubernetes 1.30 (Chart.yaml `kubeVersion`); this API server is the current version, so
+Helm installs the chart as it is, rendered for the version the cluster reports. On the oldest version we
+prove (1.24), Helm refuses the chart, and the API server drops the matchConditions it does not know.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,6 @@ from tests.support.wait import wait_for
 
 CONFIG_KINDS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 SCRIPTS = CHART / "files" / "hooks"
-
-
-def chart_for(tmp_path: Path) -> Path:
-    copy = Path(shutil.copytree(CHART, tmp_path / "chart" / "priority-webhook"))
-    chart_yaml = copy / "Chart.yaml"
-    lines = chart_yaml.read_text().splitlines()
-    chart_yaml.write_text("\n".join(line for line in lines if not line.startswith("kubeVersion:")) + "\n")
-    return copy
 
 
 def pod(name: str, namespace: str) -> dict[str, Any]:
@@ -69,14 +60,22 @@ def new_namespace(cluster: ControlPlane, prefix: str) -> str:
 
 
 @pytest.fixture
-def release(cluster: ControlPlane, tmp_path: Path) -> Iterator[dict[str, str]]:
+def release(cluster: ControlPlane) -> Iterator[dict[str, str]]:
     """A release name and namespace of this test; everything it leaves behind is removed afterwards."""
     names = {"release": f"gate{uuid.uuid4().hex[:5]}", "namespace": f"pw-install-{uuid.uuid4().hex[:6]}"}
     yield names
     instance = f"app.kubernetes.io/instance={names['release']}"
     cluster.kubectl(
         "delete",
-        ",".join((*CONFIG_KINDS, "clusterrole", "clusterrolebinding")),
+        ",".join(
+            (
+                *CONFIG_KINDS,
+                "clusterrole",
+                "clusterrolebinding",
+                "validatingadmissionpolicy",
+                "validatingadmissionpolicybinding",
+            )
+        ),
         "-l",
         instance,
         "--ignore-not-found",
@@ -88,19 +87,19 @@ def release(cluster: ControlPlane, tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
-    cluster: ControlPlane, tmp_path: Path, release: dict[str, str]
+    cluster: ControlPlane, release: dict[str, str]
 ) -> None:
     name, namespace = release["release"], release["namespace"]
     fullname = f"{name}-priority-webhook"
     with (
         helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
-        helm.Chart.load(chart_for(tmp_path)) as chart,
+        helm.Chart.load(CHART) as chart,
         pytest.raises(helm.HelmError) as failed,
     ):
         config.install(
             chart,
             name,
-            {"kubeVersionOverride": cluster.version},
+            {},
             namespace=namespace,
             create_namespace=True,
             timeout=8,
@@ -159,19 +158,42 @@ def test_without_the_gate_the_same_install_refuses_pods_until_the_webhook_answer
     cluster.kubectl("delete", "namespace", served, "--wait=false")
 
 
-def test_an_old_api_server_drops_match_conditions(cluster: ControlPlane, release: dict[str, str]) -> None:
+def test_helm_refuses_the_chart_on_the_oldest_version(
+    oldest_plane: ControlPlane, attach_logs: Callable[[ControlPlane], ControlPlane]
+) -> None:
+    """The chart's `kubeVersion: >=1.30.0-0` is what the docs say we support: Helm checks it against the
+    version the cluster reports, and a 1.24 cluster gets nothing installed."""
+    cluster = attach_logs(oldest_plane)
+    namespace = f"pw-old-{uuid.uuid4().hex[:6]}"
+    with (
+        helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+        helm.Chart.load(CHART) as chart,
+        pytest.raises(helm.HelmError) as refused,
+    ):
+        config.install(chart, "old", {}, namespace=namespace, create_namespace=True, timeout=30)
+    assert f"incompatible with Kubernetes {cluster.version}" in str(refused.value)
+    assert ">=1.30.0-0" in str(refused.value)
+    assert "NotFound" in cluster.kubectl("get", "namespace", namespace, check=False).stderr
+
+
+def test_an_old_api_server_drops_match_conditions(
+    oldest_plane: ControlPlane, attach_logs: Callable[[ControlPlane], ControlPlane]
+) -> None:
     """Why the chart gates matchConditions on the version: 1.24 does not know them. kubectl refuses the
-    field outright, and a server that takes it (no client validation) silently drops it."""
+    field outright, and a server that takes it (no client validation) silently drops it. (On the current
+    version the API server keeps them and evaluates them: test_version_gates.py.)"""
+    cluster = attach_logs(oldest_plane)
+    assert cluster.minor < (1, 28)
+    release = f"old{uuid.uuid4().hex[:5]}"
     with helm.Chart.load(CHART) as chart:
         rendered = render(
             chart,
             {"kubeVersionOverride": "1.30.0", "admission": {"failurePolicy": "Ignore"}},
-            namespace=release["namespace"],
-            release=release["release"],
+            namespace="pw-old",
+            release=release,
         )
     (mutating,) = rendered.of_kind("MutatingWebhookConfiguration")
     assert all("matchConditions" in hook for hook in mutating["webhooks"])
-    mutating["metadata"]["labels"]["app.kubernetes.io/instance"] = release["release"]
     refused = cluster.apply(mutating, check=False)
     assert refused.returncode != 0 and 'unknown field "matchConditions"' in refused.stderr
     cluster.kubectl("create", "--validate=false", "-f", "-", input=json.dumps(mutating))
@@ -214,16 +236,14 @@ def test_the_helm_test_script_checks_a_dry_run_pod_through_the_webhook(
         assert missing.returncode == 1 and "no-such-class does not exist" in missing.stderr
 
 
-def test_an_upgrade_keeps_the_generated_certificate(
-    cluster: ControlPlane, tmp_path: Path, release: dict[str, str]
-) -> None:
+def test_an_upgrade_keeps_the_generated_certificate(cluster: ControlPlane, release: dict[str, str]) -> None:
     """Generated mode on a real cluster: `helm upgrade` finds the Secret with `lookup` and keeps it, so the
     CA and the caBundle do not change at every upgrade. (Without the gate, and fail-open, so that this test
     neither waits for a webhook that cannot start nor blocks the shared cluster's other namespaces.)"""
     name, namespace = release["release"], release["namespace"]
     secret_name = f"{name}-priority-webhook-tls"
     values = {
-        "kubeVersionOverride": cluster.version,
+        "certificates": {"mode": "generated"},
         "sidecar": {"enabled": False},
         "admission": {
             "installGate": {"enabled": False},
@@ -233,7 +253,7 @@ def test_an_upgrade_keeps_the_generated_certificate(
     }
     with (
         helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
-        helm.Chart.load(chart_for(tmp_path)) as chart,
+        helm.Chart.load(CHART) as chart,
     ):
         config.install(chart, name, values, namespace=namespace, create_namespace=True, timeout=60)
         first = cluster.get_json("secret", secret_name, "-n", namespace)["data"]

@@ -162,6 +162,66 @@ def example_scenario() -> Scenario:
     return Scenario("examples", classes, tuple(cases))
 
 
+def _with_shape(obj: dict[str, Any], shape: str) -> dict[str, Any]:
+    """The pod with sidecar containers (init containers with `restartPolicy: Always`, KEP-753) and/or the
+    in-place resize fields (`resizePolicy`, requests and limits that a resize may change): fields the
+    current API server validates and stores, and that priority admission must not care about."""
+    spec = obj["spec"]
+    resources = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
+    resize_policy = [
+        {"resourceName": "cpu", "restartPolicy": "NotRequired"},
+        {"resourceName": "memory", "restartPolicy": "RestartContainer"},
+    ]
+    sidecar = {
+        "name": "proxy",
+        "image": IMAGE,
+        "restartPolicy": "Always",
+        "resources": copy.deepcopy(resources),
+    }
+    if shape in ("sidecar", "init-then-sidecar", "sidecar-resize"):
+        spec["initContainers"] = [sidecar]
+    if shape == "init-then-sidecar":
+        spec["initContainers"].insert(0, {"name": "setup", "image": IMAGE})
+    if shape in ("resize", "sidecar-resize"):
+        spec["containers"][0]["resources"] = copy.deepcopy(resources)
+        spec["containers"][0]["resizePolicy"] = resize_policy
+    if shape == "sidecar-resize":
+        spec["initContainers"][0]["resizePolicy"] = resize_policy
+    if shape == "sidecar-bad-restart-policy":  # refused by API validation: both sides must say the same
+        spec["initContainers"] = [{**sidecar, "restartPolicy": "OnFailure"}]
+    return obj
+
+
+SHAPES = ("sidecar", "init-then-sidecar", "resize", "sidecar-resize", "sidecar-bad-restart-policy")
+
+
+def sidecar_and_resize_scenario() -> Scenario:
+    """Pods with sidecar containers and resize fields under a class set with a default, created for real
+    too (then PUT back without their priority, and resized through the `resize` subresource)."""
+    classes = (
+        priority_class("sr-high", 5000),
+        priority_class("sr-never", 100, policy="Never"),
+        priority_class("sr-default", 10, default=True),
+    )
+    cases = []
+    for shape in SHAPES:
+        for namespace in (GEN_NS, "kube-system"):
+            for label, class_name, priority, policy in (
+                ("high", "sr-high", None, None),
+                ("never", "sr-never", None, None),
+                ("default", None, None, None),
+                ("critical", "system-node-critical", None, None),
+                ("missing", "sr-missing", None, None),
+                ("same-priority", "sr-high", 5000, None),
+                ("other-priority", "sr-high", 4999, None),
+                ("other-policy", "sr-never", None, "PreemptLowerPriority"),
+            ):
+                name = f"sr-{shape}-{label}"
+                obj = _with_shape(pod(name, namespace, class_name, priority, policy), shape)
+                cases.append(Case(f"sidecar-resize:{namespace}/{name}", obj))
+    return Scenario("sidecar-resize", classes, tuple(cases), real=True)
+
+
 def generated_scenarios(seed: int, count: int = 6, pods: int = 30) -> list[Scenario]:
     """Random class sets (at most one default: a second is refused) and random pods over them."""
     rng = random.Random(seed)
@@ -346,6 +406,35 @@ class Runner:
             results[case.id] = Outcome.of(self.session.put(url, json=current, timeout=30))
         return results
 
+    def resize(self, cases: Iterable[Case]) -> dict[str, Outcome]:
+        """Double the cpu of the first container that has requests through the `resize` subresource (in-place
+        resize): it never reaches admission by priority, and the stored priority fields stay."""
+        results = {}
+        for case in cases:
+            meta, spec = case.pod["metadata"], case.pod["spec"]
+            if "resources" not in spec["containers"][0]:
+                continue
+            url = f"{self.cluster.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/resize"
+            patch = {
+                "spec": {
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "150m"}, "limits": {"cpu": "300m"}}}
+                    ]
+                }
+            }
+            response = self.session.patch(
+                url,
+                json=patch,
+                headers={"Content-Type": "application/strategic-merge-patch+json"},
+                timeout=30,
+            )
+            outcome = Outcome.of(response)
+            if outcome.allowed:
+                cpu = response.json()["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+                assert cpu == "150m", f"{self.label}: {case.id} resized to {cpu}"
+            results[case.id] = outcome
+        return results
+
     def delete_pods(self, cases: Iterable[Case]) -> None:
         for case in cases:
             meta = case.pod["metadata"]
@@ -400,13 +489,19 @@ class Results:
     pods: dict[str, dict[str, Outcome]] = field(default_factory=lambda: {"a": {}, "b": {}, "c": {}})
     real: dict[str, dict[str, Outcome]] = field(default_factory=lambda: {"a": {}, "b": {}, "c": {}})
     updates: dict[str, dict[str, Outcome]] = field(default_factory=lambda: {"a": {}, "b": {}, "c": {}})
+    resizes: dict[str, dict[str, Outcome]] = field(default_factory=lambda: {"a": {}, "b": {}, "c": {}})
     class_ops: dict[str, list[Outcome]] = field(default_factory=dict)
     cases: dict[str, Case] = field(default_factory=dict)
     scenario_of: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase, for docs/end-to-end.md
 
 
-SCENARIOS = [*table_scenarios(), example_scenario(), *generated_scenarios(SEED)]
+SCENARIOS = [
+    *table_scenarios(),
+    example_scenario(),
+    *generated_scenarios(SEED),
+    sidecar_and_resize_scenario(),
+]
 CLASS_OPS = {"table": TABLE_CLASS_OPS, f"generated:seed{SEED}": generated_class_ops(SEED)}
 
 
@@ -437,6 +532,7 @@ def run_corpus(runner: Runner, label: str, results: Results) -> None:
             stored = runner.outcomes(scenario.cases, dry_run=False)
             results.real[label].update(stored)
             created = [case for case in scenario.cases if stored[case.id].allowed]
+            results.resizes[label].update(runner.resize(created))
             results.updates[label].update(runner.put_back_without_priority(created))
             runner.delete_pods(created)
             lap("real")
@@ -542,7 +638,10 @@ def _ids(results: Results, prefix: str) -> list[str]:
     return [case_id for case_id, scenario in results.scenario_of.items() if scenario.startswith(prefix)]
 
 
-@pytest.mark.parametrize("part", ["table", "examples", "generated"])
+PARTS = ["table", "examples", "generated", "sidecar-resize"]
+
+
+@pytest.mark.parametrize("part", PARTS)
 def test_our_webhook_alone_stores_and_denies_exactly_as_the_plugin(results, both, part) -> None:
     ids = _ids(results, part)
     assert ids
@@ -557,8 +656,9 @@ def test_our_webhook_alone_stores_and_denies_exactly_as_the_plugin(results, both
 
 
 def test_real_creates_and_puts_without_priority_agree(results, both) -> None:
-    assert len(results.real["a"]) == len(fixtures.PODS)
-    assert sum(o.allowed for o in results.real["a"].values()) >= 8
+    table = [case_id for case_id in results.real["a"] if case_id.startswith("table:")]
+    assert len(table) == len(fixtures.PODS)
+    assert sum(results.real["a"][case_id].allowed for case_id in table) >= 8
     assert not _differences(results, results.real["a"], results.real, "b", _expected_b)
     # The PUT copies priority and preemptionPolicy back in both: each update succeeds with the same fields.
     assert results.updates["a"] and all(o.allowed for o in results.updates["a"].values())
@@ -566,6 +666,27 @@ def test_real_creates_and_puts_without_priority_agree(results, both) -> None:
     # Server-side dry-run stored what the real create stored.
     for case_id, real in results.real["a"].items():
         assert real.fields() == results.pods["a"][case_id].fields(), case_id
+
+
+def test_sidecar_and_resize_pods_agree_created_resized_and_put_back(results, both) -> None:
+    """Sidecar containers and resize fields change nothing in priority admission: real creates, resizes
+    through the `resize` subresource (which neither the plugin nor our webhook sees) and PUTs without
+    the priority give the same answers with our webhook alone as with the plugin."""
+    ids = _ids(results, "sidecar-resize")
+    real = {case_id: results.real["a"][case_id] for case_id in ids}
+    assert sum(o.allowed for o in real.values()) >= 20
+    assert any(o.code == 422 for o in real.values()), "API validation refuses a sidecar's bad restartPolicy"
+    assert not _differences(results, ids, results.real, "b", _expected_b)
+    assert not _differences(results, ids, results.real, "c", _expected_c)
+    resized = [case_id for case_id in ids if case_id in results.resizes["a"]]
+    assert sum(results.resizes["a"][case_id].allowed for case_id in resized) >= 8
+    for label in ("b", "c"):
+        assert set(results.resizes[label]) >= set(resized)
+        assert not _differences(results, resized, results.resizes, label, _expected_b)
+    updated = [case_id for case_id in ids if case_id in results.updates["a"]]
+    assert updated and all(results.updates["a"][case_id].allowed for case_id in updated)
+    for label, expect in (("b", _expected_b), ("c", _expected_c)):
+        assert not _differences(results, updated, results.updates, label, expect)
 
 
 @pytest.mark.parametrize("sequence", list(CLASS_OPS))
@@ -582,7 +703,7 @@ def test_priority_class_operations_agree(results, both, sequence) -> None:
     assert any(not o.allowed for o in oracle) and any(o.allowed for o in oracle)
 
 
-@pytest.mark.parametrize("part", ["table", "examples", "generated"])
+@pytest.mark.parametrize("part", PARTS)
 def test_with_both_active_our_webhook_never_conflicts_with_the_plugin(results, both, part) -> None:
     ids = _ids(results, part)
     differences = _differences(results, ids, results.pods, "c", _expected_c)

@@ -101,7 +101,10 @@ PENDING = {
 
 
 @pytest.fixture
-def scenario(cluster: ControlPlane) -> ControlPlane:
+def scenario(both_versions: ControlPlane) -> ControlPlane:
+    """The scenario on the current version and on the oldest (`plan --kubeconfig` follows the API server
+    it reads, and must list and answer on both)."""
+    cluster = both_versions
     cluster.kubectl("create", "namespace", NS)
     try:
         cluster.apply(priority_class("low", 100), priority_class("mid", 1000), priority_class("high", 10000))

@@ -33,7 +33,7 @@ def run(argv: Sequence[str]) -> Outcome:
 
 
 # What may precede the error when earlier documents of the same file were answered (as kubectl prints).
-PER_OBJECT_PREFIXES = ("Error from server (", "Warning: ")
+PER_OBJECT_PREFIXES = ("Error from server (", "The ", "Warning: ")
 
 
 def assert_clear_error(outcome: Outcome, command: str) -> None:

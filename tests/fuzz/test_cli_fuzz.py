@@ -37,7 +37,9 @@ def check_review(content: bytes, fmt: str, classes_file: str, input_file) -> Non
         printed = parse_output(outcome.out, fmt)
         assert isinstance(printed, dict) and "kind" in printed
     if outcome.code == 1:  # a denial: kubectl's one line per denied object on stderr
-        denials = [line for line in outcome.err.splitlines() if line.startswith("Error from server")]
+        denials = [
+            line for line in outcome.err.splitlines() if line.startswith(("Error from server", "The "))
+        ]
         assert denials, outcome.err[:300]
         for line in denials:
             assert_one_line(line, bound=None)

@@ -227,3 +227,18 @@ def test_plan_checks_the_pending_pod_before_planning(tmp_path, spec, error):
     outcome = run(["plan", "--cluster", str(cluster), "--pod", str(pod)])
     assert_clear_error(outcome, "plan")
     assert outcome.err.rstrip("\n").endswith(f"{pod}: {error}")
+
+
+@pytest.mark.parametrize("command", ["plan", "victims"])
+def test_a_pod_file_whose_kind_is_not_a_string_is_refused(tmp_path, command):
+    """`--pod` with `kind: []` used to raise TypeError (unhashable) in the shared pod-input reader."""
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps({"apiVersion": "v1", "kind": [], "metadata": {"name": "p"}}))
+    empty = tmp_path / "list.json"
+    empty.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}))
+    where = ["--cluster", str(empty)] if command == "plan" else ["--node", str(node), "--pods", str(empty)]
+    outcome = run([command, *where, "--pod", str(pod)])
+    assert_clear_error(outcome, command)
+    assert outcome.err.endswith(f"{pod}: expected kind Pod, got []\n")

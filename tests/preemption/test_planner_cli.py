@@ -114,8 +114,9 @@ def test_no_node_exits_one_with_upstreams_message(tmp_path, files, capsys):
     result = json.loads(out)
     assert (result["node"], result["victims"], result["nominatedPodsToClear"]) == (None, [], [])
     assert result["message"] == (
-        "preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, "
-        "1 Preemption is not helpful for scheduling."
+        # FitError.Error sorts the whole "<count> <reason>" strings: "1 ..." before "2 ..."
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
     )
 
 
@@ -267,7 +268,7 @@ def test_bad_snapshot_exits_two_naming_file_and_field(tmp_path, objects, message
             'pre.json: Pod default/pre: pods "pre" is forbidden: no PriorityClass with name nope was found',
         ),
         ({"kind": "Node", "metadata": {"name": "x"}}, "pre.json: expected kind Pod, got 'Node'"),
-        ([pod("a"), pod("b")], "pre.json: expected one Pod, found 2 documents"),
+        ([pod("a"), pod("b")], "pre.json: expected one Pod (or workload), found 2"),
         (
             pod("pre", "node1", HIGH, L, phase="Succeeded"),
             "pre.json: status.phase: the pod has already terminated",

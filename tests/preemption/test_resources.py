@@ -17,6 +17,9 @@ from webhook.preemption.resources import (
     subtract,
     total,
 )
+from webhook.preemption.semantics import Semantics
+
+V1_31, V1_33, V1_34 = Semantics((1, 31)), Semantics((1, 33)), Semantics((1, 34))
 
 GI = 1024**3
 MI = 1024**2
@@ -103,7 +106,10 @@ def pod(containers=(), init=(), overhead=None, pod_level=None) -> dict[str, Any]
     return {"metadata": {"name": "p"}, "spec": spec}
 
 
-# (name, pod, kubelet view, scheduler view) — `pods: 1` is added to both expectations.
+# (name, pod, kubelet view, scheduler view[, kubelet view before 1.34]) — `pods: 1` is added to every
+# expectation. The kubelet view is what a preemption victim frees (`GetResourceRequest`): from 1.34 the
+# KEP-753 sidecar formula with pod-level resources (kubernetes PR #132277), before that the containers
+# summed and the largest single init container, sidecars included, pod-level resources ignored.
 REQUESTS = [
     ("no containers", pod(), {}, {}),
     ("container without requests", pod([{"name": "c"}]), {}, {}),
@@ -137,6 +143,7 @@ REQUESTS = [
         pod([container(cpu="1")], init=[container(restart="Always", cpu="1")]),
         {"cpu": 2000},
         None,
+        {"cpu": 1000},
     ),
     (
         "multiple restartable init containers",
@@ -146,12 +153,14 @@ REQUESTS = [
         ),
         {"cpu": 4000},
         None,
+        {"cpu": 2000},
     ),
     (
         "regular init after a sidecar runs next to it",
         pod([container(cpu="1")], init=[container(restart="Always", cpu="1"), container(cpu="5")]),
         {"cpu": 6000},
         None,
+        {"cpu": 5000},
     ),
     (
         "regular init before a sidecar does not",
@@ -185,17 +194,19 @@ REQUESTS = [
         ),
         {"cpu": 1000, "memory": GI},
         {"cpu": 1000, "memory": GI, "ephemeral-storage": GI, "nvidia.com/gpu": 1},
+        {"cpu": 100, "memory": 100 * MI, "ephemeral-storage": GI, "nvidia.com/gpu": 1},
     ),
     (
         "pod-level cpu only: kubelet memory is zero",
         pod([container(cpu="100m", memory="100Mi")], pod_level={"requests": {"cpu": "1"}}),
         {"cpu": 1000},
         {"cpu": 1000, "memory": 100 * MI},
+        {"cpu": 100, "memory": 100 * MI},
     ),
     (
         "pod-level limits only count as pod-level resources set",
         pod([container(cpu="100m")], pod_level={"limits": {"cpu": "1"}}),
-        {},
+        {"cpu": 100},
         {"cpu": 100},
     ),
     (
@@ -209,12 +220,14 @@ REQUESTS = [
         pod([container(cpu="100m")], pod_level={"requests": {"cpu": "1", "hugepages-2Mi": "4Mi"}}),
         {"cpu": 1000, "hugepages-2Mi": 4 * MI},
         {"cpu": 1000, "hugepages-2Mi": 4 * MI},
+        {"cpu": 100},
     ),
     (
         "overhead with pod-level resources",
         pod([container(cpu="100m")], overhead={"cpu": "10m"}, pod_level={"requests": {"cpu": "1"}}),
         {"cpu": 1010},
         {"cpu": 1010},
+        {"cpu": 110},
     ),
     (
         "extended resources and hugepages are kept",
@@ -226,11 +239,18 @@ REQUESTS = [
 
 
 @pytest.mark.parametrize(
-    ("p", "kubelet", "scheduler"), [c[1:] for c in REQUESTS], ids=[c[0] for c in REQUESTS]
+    ("p", "kubelet", "scheduler", "kubelet_before_1_34"),
+    [(*c[1:4], c[4] if len(c) > 4 else None) for c in REQUESTS],
+    ids=[c[0] for c in REQUESTS],
 )
-def test_pod_requests(p, kubelet, scheduler):
-    assert pod_requests(p) == {**kubelet, "pods": 1}
-    assert scheduler_pod_requests(p) == {**(kubelet if scheduler is None else scheduler), "pods": 1}
+def test_pod_requests(p, kubelet, scheduler, kubelet_before_1_34):
+    assert pod_requests(p, V1_34) == {**kubelet, "pods": 1}
+    for older in (V1_33, V1_31):
+        want = kubelet if kubelet_before_1_34 is None else kubelet_before_1_34
+        assert pod_requests(p, older) == {**want, "pods": 1}
+    for version in (V1_31, V1_33, V1_34):
+        want = kubelet if scheduler is None else scheduler
+        assert scheduler_pod_requests(p, version) == {**want, "pods": 1}
 
 
 BAD_PODS = [
@@ -272,9 +292,10 @@ BAD_PODS = [
 
 @pytest.mark.parametrize(("p", "message"), [c[1:] for c in BAD_PODS], ids=[c[0] for c in BAD_PODS])
 def test_malformed_pod_names_the_field(p, message):
-    with pytest.raises(InvalidObject) as err:
-        pod_requests(p)
-    assert str(err.value) == message
+    for read in (pod_requests, scheduler_pod_requests):
+        with pytest.raises(InvalidObject) as err:
+            read(p, V1_34)
+        assert str(err.value) == message
 
 
 def test_node_allocatable():

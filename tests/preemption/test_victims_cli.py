@@ -196,7 +196,7 @@ BAD_INPUT = [
         node(),
         pod_list(),
         "a: 1\n---\nb: 2\n",
-        "{pod}: expected one Pod, found 2 documents",
+        "{pod}: expected one Pod (or workload), found 2",
     ),
     (
         "not JSON",

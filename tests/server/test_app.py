@@ -332,3 +332,37 @@ def test_metrics_count_by_labels(client: Any) -> None:
     assert (
         'priority_webhook_admission_requests_total{operation="CREATE",resource="pods",result="denied"' in text
     )
+
+
+@pytest.mark.parametrize(
+    "namespace, options, admitted",
+    [
+        ("kube-system", PodOptions(), True),
+        ("default", PodOptions(), False),
+        ("platform", PodOptions(system_namespaces=frozenset({"kube-system", "platform"})), True),
+        ("platform", PodOptions(), False),
+    ],
+)
+def test_a_system_pod_whose_mutation_was_skipped_is_admitted_warned_and_counted(
+    store: Any, namespace: str, options: PodOptions, admitted: bool
+) -> None:
+    """A fail-open /mutate entry timed out: the pod reaches /validate as its client sent it."""
+    client = create_app(store, options).test_client()
+    body = review(pod(class_name="high"))
+    body["request"]["namespace"] = body["request"]["object"]["metadata"]["namespace"] = namespace
+    before = REGISTRY.get_sample_value("priority_webhook_unresolved_pods_total") or 0.0
+    out = post(client, "/validate", body).get_json()["response"]
+    counted = (REGISTRY.get_sample_value("priority_webhook_unresolved_pods_total") or 0.0) - before
+    assert out["allowed"] is admitted and "patch" not in out
+    if admitted:
+        assert out["warnings"] == [
+            "spec.priority is not set: priority admission was skipped (webhook timeout or outage); "
+            f"admitted in system namespace {namespace} without it"
+        ]
+        assert counted == 1
+    else:
+        assert out["status"]["message"] == (
+            'pods "web" is forbidden: spec.priority is not set; priority admission requires 100000'
+        )
+        assert counted == 0
+    assert "priority_webhook_unresolved_pods_total" in client.get("/metrics").get_data(as_text=True)

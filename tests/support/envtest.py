@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -313,6 +314,15 @@ class ControlPlane:
             plane.stop()
             raise
         return plane
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        """(major, minor) of kube-apiserver's `gitVersion` ("v1.24.0-alpha.1-dirty" -> (1, 24)), for the
+        expectations that differ between versions."""
+        found = re.match(r"v(\d+)\.(\d+)", self.version)
+        if not found:
+            raise ValueError(f"kube-apiserver version {self.version!r} is not vMAJOR.MINOR...")
+        return int(found.group(1)), int(found.group(2))
 
     def _add(self, name: str, args: list[str], ready: Any, timeout: float) -> None:
         process = Process(name, args, self.workdir / f"{name}.log")

@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from webhook.commands.inputs import read_pod_input
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.commands.progress import Progress
 from webhook.files.class_files import load_classes
-from webhook.files.documents import InputError, dump, load_one
+from webhook.files.documents import InputError, dump
 from webhook.files.snapshot_file import stream_objects
 from webhook.objects.defaults import pod_to_create
 from webhook.objects.names import invalid_pod
@@ -38,6 +39,7 @@ from webhook.preemption.cluster.snapshot import (
     read_pod,
 )
 from webhook.preemption.resources import InvalidObject
+from webhook.preemption.semantics import semantics_of
 from webhook.preemption.validate import check_pod
 
 
@@ -64,7 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--in-cluster", action="store_true", help="as --kubeconfig, with the pod's service account"
     )
-    parser.add_argument("--pod", required=True, metavar="FILE", help="the pending pod")
+    parser.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="the pending pod: a Pod or a workload (its pod template); PriorityClasses in the file count "
+        "as created first",
+    )
     add_classes(parser)
     add_legacy_annotation(parser)
     parser.add_argument("--explain", action="store_true", help="say why each other node was not chosen")
@@ -125,24 +133,23 @@ def _plan(args: argparse.Namespace, progress: Progress) -> int:
             builder.add(source, obj)
     except InvalidSnapshot as err:
         raise InputError(str(err)) from None
-    pod_obj = load_one(args.pod, "Pod")
-    if not isinstance(pod_obj, dict) or pod_obj.get("kind", "Pod") != "Pod":
-        kind = pod_obj.get("kind") if isinstance(pod_obj, dict) else type(pod_obj).__name__
-        raise InputError(f"{args.pod}: expected kind Pod, got {kind!r}")
+    # Built-in system classes, then the snapshot's, then `--classes` files (a file wins on a name clash:
+    # it is the what-if being asked), then the classes in the pod's own file.
+    base = StaticClassStore([*builder.classes, *load_classes(args.classes)]).snapshot()
+    given = read_pod_input(args.pod, base)
+    pod_obj, source = given.pod, given.source
     try:
         check_pod(pod_obj)  # every field the filters read (tolerations, ports, ...): never fail mid-plan
     except InvalidObject as err:
-        raise InputError(f"{args.pod}: {err}") from None
+        raise InputError(f"{source}: {err}") from None
     if invalid_pod(pod_obj):
-        raise InputError(f"{args.pod}: {invalid_pod(pod_obj)}")
+        raise InputError(f"{source}: {invalid_pod(pod_obj)}")
     pod_obj = pod_to_create(pod_obj)  # API defaulting (requests from limits), generateName
     try:
-        # Built-in system classes, then the snapshot's, then `--classes` files (a file wins on a name
-        # clash: it is the what-if being asked).
-        classes = StaticClassStore([*builder.classes, *load_classes(args.classes)]).snapshot()
-        preemptor = read_pod(pod_obj, args.pod, -1, _resolver(classes, options, what_if=True))
+        classes = given.classes
+        preemptor = read_pod(pod_obj, source, -1, _resolver(classes, options, what_if=True))
         if preemptor is None:
-            raise InputError(f"{args.pod}: status.phase: the pod has already terminated")
+            raise InputError(f"{source}: status.phase: the pod has already terminated")
         snapshot = builder.finish(_resolver(classes, options), exclude=lambda p: same_info(p, preemptor))
     except InvalidSnapshot as err:
         raise InputError(str(err)) from None
@@ -186,7 +193,10 @@ def _objects(
     def listed(plural: str, count: int) -> None:
         progress.update(f"listing {plural}: {count:,}")
 
+    from webhook.kube.version import server_version
+
     client = api_client(args.kubeconfig, args.in_cluster)
+    builder.semantics = semantics_of(server_version(client))  # the scheduler's version: the server's
     try:
         yield from list_objects(client, listed)
     except ListError as err:

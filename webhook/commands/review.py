@@ -15,17 +15,19 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.commands.inputs import kubectl_error
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
 from webhook.files.documents import InputError, dump, load_objects
 from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR, section
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
+from webhook.objects.validation import undecodable
 from webhook.objects.workloads import WORKLOADS, pod_template, template_path, template_pod, with_template
-from webhook.policy.class_model import ClassSet
+from webhook.policy.class_model import ClassSet, PriorityClass
 from webhook.policy.pod_rules import PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
-from webhook.review.workloads import workload_message
+from webhook.review.workload_check import workload_message
 
 # kind → (group, version, resource) as the API server names it in a review.
 OBJECT_KINDS = {
@@ -67,6 +69,50 @@ class _Run:
     outputs: list[Any] = field(default_factory=list)
     denied: bool = False
     passed: list[str] = field(default_factory=list)  # kinds passed through, for the note
+    class_results: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by input position
+    defined_at: dict[str, tuple[int, str]] = field(default_factory=dict)  # class name -> (position, source)
+
+
+def _input_classes(state: _Run, inputs: list[tuple[str, Any]]) -> None:
+    """The input's PriorityClasses, admitted first and in input order (as `kubectl apply` of the classes
+    would): each is a class for the whole input, and the API server's rules hold between them."""
+    for i, (source, doc) in enumerate(inputs):
+        if not isinstance(doc, dict) or doc.get("kind") != "PriorityClass":
+            continue
+        name = section(doc, "metadata").get("name")
+        known = state.classes
+        if isinstance(name, str) and name in state.classes:
+            # Known already (a --classes file): this one replaces it, as `kubectl apply` would, so it is
+            # not its own rival for the one default.
+            state.classes = state.classes.without(name)
+        stored = _object(source, doc, state)
+        state.class_results[i] = stored
+        if stored is None:
+            state.classes = known  # refused: the class it would have replaced stays
+        else:
+            pc = PriorityClass.from_object(stored)
+            state.classes = state.classes.with_class(pc)
+            state.defined_at[pc.name] = (i, source)
+
+
+def _warn_order(state: _Run, i: int, source: str, doc: Any) -> None:
+    """A pod (or workload) that names a class the input defines only after it: `kubectl apply -f` creates
+    in file order, so its pods would be refused until the class exists."""
+    if not isinstance(doc, dict):
+        return
+    kind = doc.get("kind")
+    spec: Any = doc.get("spec") if kind == "Pod" else None
+    if isinstance(kind, str) and kind in WORKLOADS:
+        template = pod_template(doc, kind)
+        spec = template.get("spec") if template else None
+    name = spec.get("priorityClassName") if isinstance(spec, dict) else None
+    if isinstance(name, str) and name in state.defined_at and state.defined_at[name][0] > i:
+        print(
+            f"Warning: {source}: PriorityClass {name} is defined after this {kind}, in "
+            f"{state.defined_at[name][1]}; kubectl apply creates objects in file order: apply the "
+            "PriorityClasses first",
+            file=sys.stderr,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,12 +122,23 @@ def run(args: argparse.Namespace) -> int:
         stage=Stage(args.stage),
         namespace=args.namespace,
     )
+    inputs: list[tuple[str, Any]] = []
     for path in args.files:
         docs = load_objects([path])
         if not docs:
             raise InputError(f"{'<stdin>' if path == '-' else path}: empty input: no objects to review")
-        for source, doc in docs:
-            _document(state, source, doc)
+        inputs.extend(docs)
+    _input_classes(state, inputs)
+    for i, (source, doc) in enumerate(inputs):
+        if i in state.class_results:
+            result = state.class_results[i]
+            if result is None:
+                state.denied = True
+            else:
+                state.outputs.append(result)
+            continue
+        _warn_order(state, i, source, doc)
+        _document(state, source, doc)
     if state.passed:
         kinds = ", ".join(sorted(set(state.passed)))
         print(
@@ -148,7 +205,7 @@ def _invalid(kind: str, obj: dict[str, Any], namespace: str | None) -> bool:
     checked = {**obj, "metadata": {**meta, "namespace": namespace}} if namespace is not None else obj
     message = invalid_object(kind, checked, namespaced=namespace is not None)
     if message:
-        print(f"Error from server (Invalid): {message}", file=sys.stderr)
+        print(kubectl_error("Invalid", message), file=sys.stderr)
     return message is not None
 
 
@@ -156,6 +213,8 @@ def _object(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | N
     """A CREATE of `obj`, as `kubectl create` would send it; the stored object, or None if refused."""
     kind = obj["kind"]
     namespace = _namespace(source, obj, state) if kind == "Pod" else None
+    if kind == "Pod" and _undecodable(obj, obj.get("spec")):
+        return None
     obj = default_pod(obj) if kind == "Pod" else default_priority_class(obj)
     try:
         admitted = _admit(obj, namespace, state)
@@ -192,9 +251,17 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
         print(f"Warning: {warning}", file=sys.stderr)
     if not decision.allowed:
         if not quiet:
-            print(f"Error from server ({decision.reason}): {decision.message}", file=sys.stderr)
+            print(kubectl_error(decision.reason, decision.message), file=sys.stderr)
         return decision
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else obj
+
+
+def _undecodable(obj: dict[str, Any], spec: Any) -> bool:
+    """A quantity the API server cannot decode: its 400 BadRequest, printed as kubectl prints it."""
+    message = undecodable(obj, spec)
+    if message:
+        print(kubectl_error("BadRequest", message), file=sys.stderr)
+    return message is not None
 
 
 def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
@@ -206,6 +273,8 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
     template = pod_template(obj, kind)
     if template is None:
         return obj  # nothing to admit; the API server's own validation speaks about the missing template
+    if _undecodable(obj, template.get("spec")):
+        return None
     try:
         admitted = _admit(template_pod(template, namespace), namespace, state, quiet=True)
     except MalformedReview as err:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
+import re
 import ssl
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
 from webhook.files.documents import InputError
 from webhook.kube import ConfigError
 from webhook.policy.class_model import ClassStore
-from webhook.policy.pod_rules import PodOptions
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
 # its metrics are imported by each worker, after that).
@@ -20,6 +24,9 @@ from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_file
 from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT
 from webhook.server.store import StoreSpec, open_store
 from webhook.server.tlscontext import ReloadingContext
+
+if TYPE_CHECKING:
+    from webhook.kube.rotator import Rotator
 
 log = logging.getLogger("webhook.serve")
 
@@ -48,6 +55,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--deny-unadmittable-workloads",
         action="store_true",
         help="deny a Deployment, Job, ... whose pods would be forbidden (default: admit it with a warning)",
+    )
+    parser.add_argument(
+        "--system-namespace",
+        action="append",
+        dest="system_namespaces",
+        metavar="NAMESPACE",
+        help="a namespace served by fail-open webhook entries (repeat for several; the chart passes "
+        "admission.systemNamespaces): a pod there that reaches /validate without spec.priority, its "
+        "mutation skipped by a timeout or an outage, is admitted with a warning and counted in "
+        "priority_webhook_unresolved_pods_total (default: kube-system)",
     )
     parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
@@ -88,6 +105,47 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="connections each worker process holds at most; at the limit, the one that has waited longest "
         "for its client is closed to make room (default: %(default)s)",
     )
+    rotation = parser.add_argument_group(
+        "certificates issued by the webhook itself (needs --kubeconfig or --in-cluster)",
+        "With --ca-secret, the webhook keeps a CA in that Secret (made if absent), issues its serving "
+        "certificate from it into --cert-dir before it starts serving, renews both at run time with an "
+        "overlap, and keeps the caBundle of --webhook-configuration current.",
+    )
+    rotation.add_argument(
+        "--ca-secret",
+        metavar="NS/NAME",
+        type=_secret_ref,
+        help="the Secret that holds the CA (namespace/name)",
+    )
+    rotation.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the MutatingWebhookConfiguration and ValidatingWebhookConfiguration whose caBundle to keep",
+    )
+    rotation.add_argument(
+        "--service",
+        default=tls.DEFAULT_SERVICE,
+        metavar="NAME",
+        help="the webhook's Service, in the Secret's namespace: the serving certificate's names "
+        "(default: %(default)s)",
+    )
+    rotation.add_argument(
+        "--ca-validity", type=_duration, default="17520h", metavar="DURATION", help="default: %(default)s"
+    )
+    rotation.add_argument(
+        "--cert-validity",
+        type=_duration,
+        default="2160h",
+        metavar="DURATION",
+        help="serving certificate (default: %(default)s); both renew two thirds through their life",
+    )
+    rotation.add_argument(
+        "--rotation-interval",
+        type=_duration,
+        default="60s",
+        metavar="DURATION",
+        help="how often the certificates and caBundle are checked (default: %(default)s)",
+    )
     parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="default: info"
@@ -115,6 +173,31 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def _duration(text: str) -> datetime.timedelta:
+    """`90s`, `15m`, `2160h`, `730d`: one number and one unit, more than zero."""
+    found = _DURATION.fullmatch(text)
+    if not found or int(found.group(1)) == 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive duration such as 90s, 15m, 2160h or 730d, got {text!r}"
+        )
+    return datetime.timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+
+
+def _secret_ref(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if (
+        not sep
+        or not tls.is_dns_label(namespace)
+        or not re.fullmatch(r"[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?", name)
+    ):
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME of a Secret, got {text!r}")
+    return namespace, name
+
+
 def check_bind(bind: str) -> str:
     """gunicorn takes the flag as it is (`[::1]:8443` too), once it passed the shared rules."""
     try:
@@ -138,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
         options=PodOptions(
             legacy_critical_annotation=args.legacy_critical_annotation,
             deny_unadmittable_workloads=args.deny_unadmittable_workloads,
+            system_namespaces=frozenset(args.system_namespaces or DEFAULT_POD_OPTIONS.system_namespaces),
         ),
         workers=args.workers,
         threads=args.threads,
@@ -153,11 +237,52 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
+    rotator = _issue_own_certificates(args, spec) if args.ca_secret is not None else None
+    if rotator is None and args.webhook_configuration is not None:
+        raise InputError("--webhook-configuration: needs --ca-secret (the CA whose bundle it keeps)")
     certificate = _tls(args.cert_dir, args.read_timeout)
     with metrics_dir() as path:
         log.info("metrics directory %s", path)
+        if rotator is not None:
+            rotator.start(args.rotation_interval.total_seconds())
         WebhookApplication(settings, certificate, master_store).run()
     return 0
+
+
+def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> Rotator:
+    """Before serving: a serving certificate that every webhook configuration trusts. The server does not
+    listen before that, so a replica is never ready with a certificate the API server would refuse. The
+    rotator's thread (in this master process) then renews it, the CA and the caBundle at run time."""
+    if not spec.cluster:
+        raise InputError("--ca-secret: needs --kubeconfig or --in-cluster (the CA is kept in the cluster)")
+    if not tls.is_dns_label(args.service):
+        raise InputError(
+            f"--service: {args.service!r} is not a DNS label (lowercase letters, digits and '-')"
+        )
+    if args.cert_validity * 3 > args.ca_validity:
+        raise InputError(
+            "--cert-validity: must be at most a third of --ca-validity (the CA's renewal margin)"
+        )
+    from webhook.kube.config import api_client
+    from webhook.kube.rotator import RotationSettings, Rotator
+
+    namespace, secret = args.ca_secret
+    rotator = Rotator(
+        api_client(spec.kubeconfig, spec.in_cluster),
+        RotationSettings(
+            namespace=namespace,
+            secret=secret,
+            configuration=args.webhook_configuration,
+            service=args.service,
+            cert_dir=args.cert_dir,
+            ca_lifetime=args.ca_validity,
+            cert_lifetime=args.cert_validity,
+        ),
+    )
+    interval = args.rotation_interval.total_seconds()
+    log.info("issuing the serving certificate from the CA in Secret %s/%s", namespace, secret)
+    rotator.wait_ready(interval, threading.Event())
+    return rotator
 
 
 def _check_store(spec: StoreSpec) -> ClassStore | None:

@@ -6,6 +6,7 @@ This is the input edge shared by every command; `-` is standard input.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -79,18 +80,47 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _DocumentError(ValueError):
+    """A YAML error in document `number` (1-based, counting every document of the stream)."""
+
+    def __init__(self, number: int, err: yaml.YAMLError) -> None:
+        super().__init__(str(err))
+        self.number = number
+        self.err = err
+
+
 def _yaml_documents(text: str) -> list[tuple[Any, bool]]:
     """(document, whether it used aliases) for every document."""
     loader = _Loader(text)
     out = []
+    number = 1
     try:
         while loader.check_data():
             loader.aliases = 0
             doc = loader.get_data()
             out.append((doc, loader.aliases > 0))
+            number += 1
+    except yaml.YAMLError as err:
+        raise _DocumentError(number, err) from None
     finally:
         loader.dispose()
     return out
+
+
+# `{{ .Values.x }}`: a Helm (Go) template action, left in a file that was never rendered.
+_TEMPLATE_ACTION = re.compile(r"\{\{-?\s*[^{}]*?\s*-?\}\}")
+
+
+def _unrendered(text: str, source: str) -> InputError | None:
+    """A clear error for a template given as a manifest: its first action and where it is."""
+    found = _TEMPLATE_ACTION.search(text)
+    if found is None:
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    action = found.group(0) if len(found.group(0)) <= 60 else found.group(0)[:57] + "..."
+    return InputError(
+        f"{source}: line {line}: {action}: an unrendered template; render it first (helm template ...)"
+    )
 
 
 def _check_shape(doc: Any, source: str, aliased: bool) -> None:
@@ -126,10 +156,19 @@ def parse_documents(text: str, source: str) -> list[Any]:
             docs = [(json.loads(text, object_pairs_hook=_no_duplicate_keys), False)]
         else:
             docs = [(d, aliased) for d, aliased in _yaml_documents(text) if d is not None]
+    except _DocumentError as err:  # the document is named once there is more than one
+        where = f"{source}: document {err.number}" if err.number > 1 else source
+        raise _unrendered(text, source) or InputError(
+            f"{where}: not valid YAML or JSON: {_yaml_error(err.err)}"
+        ) from None
     except yaml.YAMLError as err:
-        raise InputError(f"{source}: not valid YAML or JSON: {_yaml_error(err)}") from None
+        raise _unrendered(text, source) or InputError(
+            f"{source}: not valid YAML or JSON: {_yaml_error(err)}"
+        ) from None
     except ValueError as err:  # json.JSONDecodeError and duplicate keys
-        raise InputError(f"{source}: not valid YAML or JSON: {str(err).splitlines()[0]}") from None
+        raise _unrendered(text, source) or InputError(
+            f"{source}: not valid YAML or JSON: {str(err).splitlines()[0]}"
+        ) from None
     except RecursionError:
         raise InputError(f"{source}: nested too deeply") from None
     out: list[Any] = []

@@ -63,11 +63,18 @@ def service_names(service: str, namespace: str) -> list[str]:
     ]
 
 
-def _validity(days: int) -> tuple[datetime.datetime, datetime.datetime]:
-    if days < 1:
-        raise ValueError(f"days: must be at least 1, got {days}")
+def _validity(
+    days: int, lifetime: datetime.timedelta | None = None
+) -> tuple[datetime.datetime, datetime.datetime]:
+    """From a little in the past to `lifetime` (or `days`) from now."""
+    if lifetime is None:
+        if days < 1:
+            raise ValueError(f"days: must be at least 1, got {days}")
+        lifetime = datetime.timedelta(days=days)
+    elif lifetime <= datetime.timedelta(0):
+        raise ValueError(f"lifetime: must be positive, got {lifetime}")
     now = datetime.datetime.now(datetime.UTC)
-    return now - CLOCK_SKEW, now + datetime.timedelta(days=days)
+    return now - CLOCK_SKEW, now + lifetime
 
 
 def _key_usage(*, key_cert_sign: bool = False, crl_sign: bool = False) -> x509.KeyUsage:
@@ -89,10 +96,10 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def create_ca(common_name: str, days: int = 3650) -> KeyPair:
-    """A self-signed CA that may sign serving certificates only (pathlen 0)."""
+def create_ca(common_name: str, days: int = 3650, *, lifetime: datetime.timedelta | None = None) -> KeyPair:
+    """A self-signed CA that may sign serving certificates only (pathlen 0); `lifetime` overrides `days`."""
     key = _new_key()
-    not_before, not_after = _validity(days)
+    not_before, not_after = _validity(days, lifetime)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
@@ -111,12 +118,15 @@ def create_ca(common_name: str, days: int = 3650) -> KeyPair:
     return KeyPair(cert, key)
 
 
-def create_serving_cert(ca: KeyPair, names: list[str], days: int = 365) -> KeyPair:
-    """A TLS server certificate for `names` (DNS names or IP addresses), signed by `ca`."""
+def create_serving_cert(
+    ca: KeyPair, names: list[str], days: int = 365, *, lifetime: datetime.timedelta | None = None
+) -> KeyPair:
+    """A TLS server certificate for `names` (DNS names or IP addresses), signed by `ca`; `lifetime`
+    overrides `days`."""
     if not names:
         raise ValueError("names: at least one DNS name or IP address is needed")
     key = _new_key()
-    not_before, not_after = _validity(days)
+    not_before, not_after = _validity(days, lifetime)
     # A serving certificate must not outlive its CA (clients would reject the chain then).
     not_after = min(not_after, ca.cert.not_valid_after_utc)
     sans: list[x509.GeneralName] = []

@@ -9,12 +9,19 @@ The built-in system classes come from the cluster like any other class (the API 
 nothing is merged in locally, so a cluster view and a review agree. Until the first LIST lands the set
 is empty and `ready()` is False (the server answers /readyz 503). While the watch is broken the last
 known set keeps being served; the reflector's last-activity metric tells how old it may be.
+
+Each set also carries the sets it replaced in the last `history_seconds` (`ClassSet.recent`): the final
+check of a pod (/validate) accepts what /mutate decided with one of them, so a class change between the
+API server's two calls never denies a pod (see docs/admission.md, "Decided once").
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
@@ -26,20 +33,43 @@ from webhook.policy.class_model import ClassSet, PriorityClass
 log = logging.getLogger(__name__)
 
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+# How long a replaced set is remembered: longer than one pod creation can take between /mutate and
+# /validate (the API server's request timeout, 60 s by default, bounds every webhook call of a request),
+# plus a worker's cache lagging behind another's.
+HISTORY_SECONDS = 120.0
+# At most this many replaced sets are kept (a burst of class writes keeps the newest).
+HISTORY_LIMIT = 64
 
 
 class ClusterClassStore:
     """A `webhook.policy.class_model.ClassStore` fed by a PriorityClass reflector."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, **reflector_kwargs: Any) -> None:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        history_seconds: float = HISTORY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        **reflector_kwargs: Any,
+    ) -> None:
         reflector_kwargs.setdefault("name", "priorityclasses")
         self._classes = ClassSet()
         self._by_name: dict[str, PriorityClass] = {}
         self._lock = threading.Lock()  # serialises writers only; readers never take it
+        self._history_seconds = history_seconds
+        self._clock = clock
+        self._replaced: deque[tuple[float, ClassSet]] = deque(
+            maxlen=HISTORY_LIMIT
+        )  # (when, set), oldest first
+        self._forget_at = float("inf")  # when the oldest replaced set expires
         self.reflector = Reflector(api_client, PRIORITY_CLASSES_PATH, self, **reflector_kwargs)
 
     # -- ClassStore -----------------------------------------------------------------------------------
     def snapshot(self) -> ClassSet:
+        """One attribute read, and a comparison; only when a replaced set has expired is the set rebuilt."""
+        if self._clock() >= self._forget_at:
+            with self._lock:
+                self._publish(self._classes)
         return self._classes
 
     def ready(self) -> bool:
@@ -65,7 +95,7 @@ class ClusterClassStore:
                 by_name[pc.name] = pc
         with self._lock:
             self._by_name = by_name
-            self._classes = ClassSet(by_name.values())
+            self._publish(ClassSet(by_name.values()), replaced=True)
 
     def apply(self, event_type: str, obj: dict) -> None:
         with self._lock:
@@ -78,7 +108,18 @@ class ClusterClassStore:
                 if pc is None:
                     return
                 self._by_name[pc.name] = pc
-            self._classes = ClassSet(self._by_name.values())
+            self._publish(ClassSet(self._by_name.values()), replaced=True)
+
+    def _publish(self, classes: ClassSet, *, replaced: bool = False) -> None:
+        """Swap in `classes` (lock held), remembering the set it replaces and forgetting expired ones."""
+        now = self._clock()
+        if replaced and self.reflector.synced:  # the empty set before the first LIST was never served
+            self._replaced.append((now, self._classes.alone()))
+        while self._replaced and self._replaced[0][0] + self._history_seconds <= now:
+            self._replaced.popleft()
+        self._forget_at = self._replaced[0][0] + self._history_seconds if self._replaced else float("inf")
+        recent = tuple(state for _, state in reversed(self._replaced))
+        self._classes = ClassSet(classes.values(), recent) if recent or classes.recent else classes
 
     def __len__(self) -> int:
         return len(self._classes)

@@ -46,3 +46,19 @@ def read_node_view(
         pod.setdefault("kind", "Pod")
         pod.setdefault("apiVersion", "v1")
     return node_obj, items
+
+
+def read_priority_classes(client: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
+    """The cluster's PriorityClasses (`kubectl get priorityclasses -o json`), so that a pod's class is
+    resolved as the cluster's own admission would resolve it."""
+    try:
+        listed = call_json(client, "GET", "/apis/scheduling.k8s.io/v1/priorityclasses", timeout=READ_TIMEOUT)
+    except ApiException as err:
+        raise InputError(f"priorityclasses: {err.status} {err.reason}") from None
+    except (urllib3.exceptions.HTTPError, OSError) as err:
+        raise InputError(f"cannot reach the cluster: {str(err).splitlines()[0]}") from None
+    items = listed.get("items") or []
+    for pc in items:
+        pc.setdefault("kind", "PriorityClass")
+        pc.setdefault("apiVersion", "scheduling.k8s.io/v1")
+    return items

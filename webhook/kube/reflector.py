@@ -12,14 +12,16 @@ resourceVersion to the store, then WATCH from that version with bookmarks and ap
   small list read by few replicas where a just-created class must be seen at once, does not.
 
 - The server closing the watch (its `timeoutSeconds`, randomised between `timeout_seconds` and twice
-  that) just re-watches from the last resourceVersion.
+  that, as client-go's 5-10 minutes) just re-watches from the last resourceVersion, at once: a watch that
+  ran normally resets the retry delay, however few events it carried.
 - `410 Gone` (HTTP 410 or an ERROR event with code 410: the version was compacted away) re-LISTs and
   replaces the store in one step, so no deleted object lingers and none is missed.
 - Anything else (connection refused or dropped, read timeout, 5xx, an ERROR event, bad JSON) retries the
   same step after a jittered exponential backoff, capped at `backoff_max`.
-- A client-side read timeout (`read_timeout`, longer than the API server's bookmark period) bounds how
-  long a silent, half-open connection can hold the cache: the reflector then reconnects. On a healthy but
-  idle watch this costs only a cheap re-watch from the same resourceVersion.
+- A client-side read timeout bounds how long a silent, half-open connection can hold the cache: on a
+  watch it is the watch's own `timeoutSeconds` plus `read_timeout`, so it never cuts a healthy watch, even
+  on a quiet cluster whose API server sends no bookmark; a watch it cuts is re-opened at once (the
+  connection broke, the server may be fine). LIST waits `read_timeout` for each read.
 
 Authentication comes from the client's Configuration (bearer token with its refresh hook, client
 certificates and CA in its connection pool); only paths and error summaries are ever logged.
@@ -230,16 +232,19 @@ class Reflector:
             log.info("%s: synced %d objects at resourceVersion %s", self.name, len(body["items"]), version)
 
     def _watch(self) -> None:
+        # Between timeout_seconds and twice that, as client-go's minWatchTimeout: the watches of many
+        # replicas started together do not all end, and reconnect, at the same moment.
+        timeout = int(self.timeout_seconds * (1 + random.random()))
         query = {
             **self._selectors,
             "watch": "1",
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": "true",
-            # Between timeout_seconds and twice that, as client-go's minWatchTimeout: the watches of many
-            # replicas started together do not all end, and reconnect, at the same moment.
-            "timeoutSeconds": str(int(self.timeout_seconds * (1 + random.random()))),
+            "timeoutSeconds": str(timeout),
         }
-        response = self._request(query, self.read_timeout)
+        # The half-open guard outlives the server's own end of the watch: silence on a quiet cluster is no
+        # failure. It also bounds the wait for the answer's headers.
+        response = self._request(query, timeout + self.read_timeout)
         self._activity()
         try:
             for line in _lines(response):
@@ -247,12 +252,23 @@ class Reflector:
                     raise _Stopped
                 self._handle(line)
                 self._failures = 0
+        except urllib3.exceptions.ReadTimeoutError:
+            if self._stopping.is_set():
+                raise _Stopped from None
+            # Silent past the server's own timeout: a half-open connection. Re-watch at once; if the server
+            # is really gone, that attempt fails and backs off.
+            log.warning(
+                "%s: watch silent for %ds past its timeout, re-watching", self.name, self.read_timeout
+            )
+            metrics.RECONNECTS.labels(self.name).inc()
+            self._failures = 0
+            return
         finally:
             self._response = None
             response.release_conn()
         if self._stopping.is_set():
             raise _Stopped
-        self._failures = 0
+        self._failures = 0  # the watch ran: the next failure starts from the initial delay
         self._activity()  # the server ended the watch cleanly (timeoutSeconds): we were current until now
 
     def _handle(self, line: bytes) -> None:

@@ -105,13 +105,19 @@ def pick_default(classes: Iterable[PriorityClass]) -> PriorityClass | None:
 
 
 class ClassSet(Mapping[str, PriorityClass]):
-    """An immutable set of PriorityClasses by name, with its default precomputed."""
+    """An immutable set of PriorityClasses by name, with its default precomputed.
 
-    __slots__ = ("_by_name", "_default")
+    `recent`: the sets this one replaced a short while ago, newest first (each without a `recent` of its
+    own). The API server calls /mutate and /validate separately, possibly on different workers; the final
+    check accepts a pod that /mutate resolved with one of these (webhook/policy/pod_rules.py).
+    """
 
-    def __init__(self, classes: Iterable[PriorityClass] = ()) -> None:
+    __slots__ = ("_by_name", "_default", "recent")
+
+    def __init__(self, classes: Iterable[PriorityClass] = (), recent: tuple[ClassSet, ...] = ()) -> None:
         self._by_name: dict[str, PriorityClass] = {pc.name: pc for pc in classes}
         self._default = pick_default(self._by_name.values())
+        self.recent = recent
 
     def __getitem__(self, name: str) -> PriorityClass:
         return self._by_name[name]
@@ -133,6 +139,10 @@ class ClassSet(Mapping[str, PriorityClass]):
 
     def without(self, name: str) -> ClassSet:
         return ClassSet(c for c in self._by_name.values() if c.name != name)
+
+    def alone(self) -> ClassSet:
+        """The same classes without `recent` (what a history keeps, so that sets never chain)."""
+        return ClassSet(self._by_name.values()) if self.recent else self
 
 
 class ClassStore(Protocol):

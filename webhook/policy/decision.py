@@ -31,6 +31,8 @@ class Decision:
     # whether the pod has no spec object to set them in. Decisions read these; the wire form is `patch`.
     spec_changes: Mapping[str, Any] = field(default_factory=dict)
     new_spec: bool = False
+    # Admitted without priority: a pod in a system namespace whose mutation was skipped (fail-open entry).
+    unresolved: bool = False
 
     @property
     def patch(self) -> tuple[dict[str, Any], ...]:

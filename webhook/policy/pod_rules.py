@@ -27,6 +27,9 @@ class PodOptions:
     legacy_critical_annotation: bool = True
     # Workloads (Deployment, Job, ...) whose pods would be forbidden: denied instead of warned about.
     deny_unadmittable_workloads: bool = False
+    # Namespaces served by fail-open entries (the chart's `admission.systemNamespaces`): there a pod may reach
+    # the final check unmutated (its /mutate call timed out or failed) and must still be admitted.
+    system_namespaces: frozenset[str] = frozenset({LEGACY_CRITICAL_NAMESPACE})
 
 
 DEFAULT_POD_OPTIONS = PodOptions()
@@ -44,16 +47,38 @@ def admit_pod(request: Request, classes: ClassSet, options: PodOptions = DEFAULT
 
 
 def validate_pod(request: Request, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS) -> Decision:
-    """The pod as finally stored must be what priority admission makes of it.
+    """The pod as finally stored must be what priority admission made of it.
 
     Catches a mutating webhook that ran after ours and changed or dropped the priority: on a pod in its
     final state, `admit_pod` is a no-op (it is idempotent), so any patch it would make is a discrepancy.
+
+    Decided once: /mutate ran earlier, maybe on another worker, with the classes as they were then. A pod
+    that is a no-op for one of the sets `classes` replaced recently (`classes.recent`) is what /mutate
+    decided before a class change (a default class appeared, a class was re-created with another value):
+    it is admitted as the in-tree plugin, which decides once, would have admitted it.
+
+    In a system namespace (fail-open entries) a pod without `spec.priority` had its mutation skipped (a
+    timeout or an outage): it is admitted with a warning and `unresolved` set, so the server counts it.
     """
-    if request.operation != CREATE:
+    if request.operation != CREATE or request.sub_resource or request.object is None:
         return ALLOW
+    if request.namespace in options.system_namespaces and _spec(request.object).get("priority") is None:
+        return Decision(
+            unresolved=True,
+            warnings=(
+                f"spec.priority is not set: priority admission was skipped (webhook timeout or outage); "
+                f"admitted in system namespace {request.namespace} without it",
+            ),
+        )
     decision = admit_pod(request, classes, options)
+    if decision.allowed and not decision.spec_changes:
+        return decision
+    for earlier in classes.recent:
+        before = admit_pod(request, earlier, options)
+        if before.allowed and not before.spec_changes:
+            return before
     changes = decision.spec_changes
-    if not decision.allowed or not changes:
+    if not decision.allowed:
         return decision
     field = "priority" if decision.new_spec else next(iter(changes))
     return forbidden(request, f"spec.{field} is not set; priority admission requires {changes[field]!s}")

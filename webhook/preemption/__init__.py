@@ -1,5 +1,7 @@
-"""Node-side preemption: pure decisions, no I/O.
+"""Preemption, both sides, as pure decisions (no I/O, no client, no threads).
 
-`resources` (requests, allocatable), `qos`, `predicates` (kubelet admission checks) and `kubelet`
-(critical-pod admission with victim selection) model the kubelet; the cluster planner builds on them.
+The shared pod model: `resources` (requests, allocatable, quantities), `pods`, `qos`, `predicates`,
+`validate`. On it, two sides that never import each other: `node/` is the kubelet's critical-pod
+admission and its victim search (`victims`, the sidecar); `cluster/` is kube-scheduler's DefaultPreemption
+on a cluster snapshot (`plan`).
 """

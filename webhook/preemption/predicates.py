@@ -337,6 +337,28 @@ def os_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | Non
     return None
 
 
+SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED = Reason(
+    "SupplementalGroupsPolicyNotSupported",
+    "SupplementalGroupsPolicy=Strict is not supported in this node",
+)
+
+
+def supplemental_groups_policy_unsupported(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Reason | None:
+    """`rejectPodAdmissionBasedOnSupplementalGroupsPolicy` (feature beta or above, 1.33): a pod asking
+    `securityContext.supplementalGroupsPolicy: Strict` on a node whose `status.features` does not say
+    `supplementalGroupsPolicy: true`. Checked after the OS checks and before any predicate, so it is
+    never a reason to preempt."""
+    context = field(spec_of(pod), "securityContext", "spec", default={})
+    policy = field(context, "supplementalGroupsPolicy", "spec.securityContext", str)
+    if policy != "Strict":  # unset, or Merge (the default)
+        return None
+    status = field(node, "status", "node", default={})
+    features = field(status, "features", "node.status", default={})
+    if features.get("supplementalGroupsPolicy") is True:
+        return None
+    return SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED
+
+
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     """Phase Succeeded or Failed: the pod holds no resources any more."""
     status = field(pod, "status", "pod", default={})

@@ -7,15 +7,16 @@ only at the end, as Kubernetes sums `Quantity` values exactly and then rounds `M
 
 from __future__ import annotations
 
+import importlib.util
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Any
 
-from kubernetes.utils import parse_quantity as _k8s_parse_quantity
-
 from webhook.k8s import InvalidObject as InvalidObject  # raised by every reader of objects here
+from webhook.preemption.semantics import CURRENT, Semantics
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -31,6 +32,29 @@ MILLI_IN_NANO = 10**6
 # take "NaN", "1_000" or surrounding blanks, which the API server refuses.
 _QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
 
+
+def _client_parse_quantity() -> Callable[[str], Decimal]:
+    """`kubernetes.utils.parse_quantity`, without running `kubernetes/__init__.py`.
+
+    The package's `__init__` loads the whole API client (~0.4 s, most of a command's start-up), and the
+    quantity module needs only `decimal`; so the module is loaded from its file alone, unless the package
+    is already loaded anyway."""
+    loaded = sys.modules.get("kubernetes.utils")
+    if loaded is not None:
+        return loaded.parse_quantity  # type: ignore[no-any-return]
+    package = importlib.util.find_spec("kubernetes")  # finds the package without importing it
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("the kubernetes package is not installed")
+    path = f"{package.submodule_search_locations[0]}/utils/quantity.py"
+    spec = importlib.util.spec_from_file_location("webhook.preemption._kubernetes_quantity", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not loadable")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_quantity  # type: ignore[no-any-return]
+
+
+_k8s_parse_quantity = _client_parse_quantity()
 
 SHOWN_CHARS = 60  # an error echoes at most this much of a bad value, so it stays one readable line
 
@@ -76,7 +100,7 @@ def _nano_cached(value: str) -> int | None:
     if not _QUANTITY.fullmatch(value):
         return None
     try:
-        amount: Decimal = _k8s_parse_quantity(value)  # type: ignore[no-untyped-call]
+        amount: Decimal = _k8s_parse_quantity(value)
     except ValueError:
         return None
     if amount < 0:
@@ -152,21 +176,105 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
             total[k] = v
 
 
-def aggregate_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+# How a pod already on a node counts (`PodResourcesOptions.UseStatusResources`, in-place resize):
+SPEC = "spec"  # the spec only: a pending pod, or resize off (before 1.33)
+SCHEDULER = "scheduler"  # the scheduler's view of the API object: largest of spec, allocated, running
+KUBELET = "kubelet"  # the kubelet's view of its allocated pod: largest of allocated and running
+
+RESIZE_PENDING = "PodResizePending"
+INFEASIBLE = "Infeasible"
+
+
+def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
+    """`IsPodResizeInfeasible`: the FIRST `PodResizePending` condition has reason `Infeasible`."""
+    status = field(pod, "status", "pod", default={})
+    for i, cond in enumerate(field(status, "conditions", "status", list, [])):
+        if not isinstance(cond, dict):
+            raise InvalidObject(f"status.conditions[{i}]: must be an object, got {_type_name(cond)}")
+        if cond.get("type") == RESIZE_PENDING:
+            return bool(cond.get("reason") == INFEASIBLE)
+    return False
+
+
+_Statuses = dict[str, tuple[dict[str, Any], str]]
+
+
+def _statuses(pod: Mapping[str, Any]) -> _Statuses:
+    """Container statuses by name (init statuses win a name clash, as upstream's map), with their path."""
+    status = field(pod, "status", "pod", default={})
+    out: _Statuses = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for i, cs in enumerate(field(status, key, "status", list, [])):
+            if not isinstance(cs, dict):
+                raise InvalidObject(f"status.{key}[{i}]: must be an object, got {_type_name(cs)}")
+            name = cs.get("name")
+            if isinstance(name, str):
+                out[name] = (cs, f"status.{key}[{i}]")
+    return out
+
+
+def _max_of(*lists: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for more in lists:
+        _max_into(out, more)
+    return out
+
+
+def effective_requests(
+    spec_requests: dict[str, int],
+    name: Any,
+    statuses: _Statuses,
+    mode: str,
+    infeasible: bool,
+) -> dict[str, int]:
+    """One container's requests (nano) as `mode` counts them.
+
+    SCHEDULER is `determineContainerReqs` on the API object: with a status that reports resources,
+    max(running, allocated) when the resize is Infeasible, else max(spec, running, allocated). KUBELET
+    is the same function on the kubelet's pod, whose spec is its allocation
+    (`UpdatePodFromAllocation`): `allocatedResources` when reported, then at least what runs.
+    """
+    if mode == SPEC:
+        return spec_requests
+    found = statuses.get(name) if isinstance(name, str) else None
+    if found is None:
+        return spec_requests
+    cs, path = found
+    allocated = _resource_list(cs, "allocatedResources", path)
+    resources = field(cs, "resources", path)
+    if mode == KUBELET:
+        base = allocated if cs.get("allocatedResources") is not None else spec_requests
+        if resources is None:
+            return base
+        return _max_of(base, _resource_list(resources, "requests", f"{path}.resources"), allocated)
+    if resources is None:
+        return spec_requests
+    running = _resource_list(resources, "requests", f"{path}.resources")
+    if infeasible:
+        return _max_of(running, allocated)
+    return _max_of(spec_requests, running, allocated)
+
+
+def aggregate_container_requests(pod: Mapping[str, Any], mode: str = SPEC) -> dict[str, int]:
     """`AggregateContainerRequests` (KEP-753 sidecar formula), nano units; absent keys stay absent.
 
     Sidecars (init containers with restartPolicy Always) run for the pod's whole life, so they add to the
-    steady state and to every later init container's peak.
+    steady state and to every later init container's peak. With a status `mode`, regular containers and
+    sidecars count as `effective_requests` says (regular init containers are never resized).
     """
     spec = spec_of(pod)
+    statuses: _Statuses = {} if mode == SPEC else _statuses(pod)
+    infeasible = mode == SCHEDULER and bool(statuses) and is_resize_infeasible(pod)
     result: dict[str, int] = {}
     for i, c in enumerate(_containers(spec, "containers")):
-        _add_into(result, container_requests(c, f"spec.containers[{i}]"))
+        reqs = container_requests(c, f"spec.containers[{i}]")
+        _add_into(result, effective_requests(reqs, c.get("name"), statuses, mode, infeasible))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, c in enumerate(_containers(spec, "initContainers")):
         reqs = container_requests(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
+            reqs = effective_requests(reqs, c.get("name"), statuses, mode, infeasible)
             _add_into(result, reqs)
             _add_into(sidecars, reqs)
             use = sidecars
@@ -175,6 +283,18 @@ def aggregate_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
             _add_into(use, sidecars)
         _max_into(init_peak, use)
     _max_into(result, init_peak)
+    return result
+
+
+def legacy_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The kubelet's `GetResourceRequestQuantity` before 1.34, nano units: the containers summed, and
+    at least the largest single init container, sidecars counted as any init container."""
+    spec = spec_of(pod)
+    result: dict[str, int] = {}
+    for i, c in enumerate(_containers(spec, "containers")):
+        _add_into(result, container_requests(c, f"spec.containers[{i}]"))
+    for i, c in enumerate(_containers(spec, "initContainers")):
+        _max_into(result, container_requests(c, f"spec.initContainers[{i}]"))
     return result
 
 
@@ -200,12 +320,16 @@ def pod_level_resources(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[st
         return None
     requests = _resource_list(resources, "requests", "spec.resources")
     limits = _resource_list(resources, "limits", "spec.resources")
-    missing = [n for n in limits if n not in requests and is_supported_pod_level_resource(n)]
-    if missing:  # defaulted from the limits where no container requests the resource (KEP-2837)
-        containers = aggregate_container_requests(pod)
-        for name in missing:
-            if name not in containers:
-                requests[name] = limits[name]
+    if limits:  # API defaulting of missing pod-level requests (`defaultPodRequests`), both rules
+        # 1. a resource the containers request: their aggregate (hugepages come from the limit instead)
+        for name, nano in aggregate_container_requests(pod).items():
+            hugepages = name.startswith(HUGEPAGES_PREFIX)
+            if name not in requests and is_supported_pod_level_resource(name) and not hugepages:
+                requests[name] = nano
+        # 2. any other resource with a pod-level limit: the limit
+        for name, nano in limits.items():
+            if name not in requests and is_supported_pod_level_resource(name):
+                requests[name] = nano
     if any(is_supported_pod_level_resource(n) for n in (*requests, *limits)):
         return requests, limits
     return None
@@ -215,9 +339,10 @@ class _Unusual(Exception):
     """The fast path met something it does not handle; the checked path decides (and names errors)."""
 
 
-def _plain_requests(pod: Any) -> dict[str, int]:
+def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
     """Summed container requests (nano) of the common pod: well-formed, string quantities, no init
-    containers, overhead or pod-level resources. Anything else raises _Unusual."""
+    containers, overhead or pod-level resources; with a status `mode`, a container whose status reports
+    resources counts as `effective_requests` says. Anything else raises _Unusual."""
     if type(pod) is not dict:
         raise _Unusual
     spec = pod.get("spec")
@@ -230,22 +355,102 @@ def _plain_requests(pod: Any) -> dict[str, int]:
         return {}
     if type(containers) is not list:
         raise _Unusual
+    statuses = _plain_statuses(pod) if mode != SPEC else None
+    infeasible: bool | None = None  # read only when a status differs from the spec
     result: dict[str, int] = {}
     for container in containers:
         if type(container) is not dict:
             raise _Unusual
         resources = container.get("resources")
         if resources is None:
-            continue
-        if type(resources) is not dict:
+            reqs: dict[str, int] = {}
+        elif type(resources) is not dict:
             raise _Unusual
-        requests = resources.get("requests")
-        if requests is not None:
-            _add_quantities(result, requests, {})
-        limits = resources.get("limits")
-        if limits:  # a limit without a request is the request (API server defaulting)
-            _add_quantities(result, limits, requests or {})
+        else:
+            reqs = {}
+            requests = resources.get("requests")
+            if requests is not None:
+                _add_quantities(reqs, requests, {})
+            limits = resources.get("limits")
+            if limits:  # a limit without a request is the request (API server defaulting)
+                _add_quantities(reqs, limits, requests or {})
+        if statuses:
+            found = statuses.get(container.get("name"))  # type: ignore[arg-type]
+            if found is not None and not _unchanged(reqs, requests_of(container), found):
+                if infeasible is None:
+                    infeasible = mode == SCHEDULER and is_resize_infeasible(pod)
+                reqs = _plain_effective(reqs, found, mode, infeasible)
+        _add_into(result, reqs)
     return result
+
+
+def requests_of(container: dict[str, Any]) -> Any:
+    resources = container.get("resources")
+    return resources.get("requests") if type(resources) is dict else None
+
+
+def _unchanged(spec_requests: dict[str, int], raw: Any, cs: dict[str, Any]) -> bool:
+    """The steady state, read without parsing: the status reports exactly the spec's requests (and the
+    limits added none), so every view is the spec."""
+    if type(raw) is not dict or len(raw) != len(spec_requests):
+        return False
+    resources = cs.get("resources")
+    if type(resources) is not dict or resources.get("requests") != raw:
+        return False
+    allocated = cs.get("allocatedResources")
+    return allocated is None or allocated == raw
+
+
+def _plain_statuses(pod: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """Container statuses by name for the fast path; None when there are none."""
+    status = pod.get("status")
+    if not status:
+        return None
+    if type(status) is not dict:
+        raise _Unusual
+    items = status.get("containerStatuses")
+    if not items:
+        return None
+    if type(items) is not list:
+        raise _Unusual
+    out: dict[str, dict[str, Any]] = {}
+    for cs in items:
+        if type(cs) is not dict:
+            raise _Unusual
+        name = cs.get("name")
+        if type(name) is str:
+            out[name] = cs
+    return out
+
+
+def _plain_effective(
+    spec_requests: dict[str, int], cs: dict[str, Any], mode: str, infeasible: bool
+) -> dict[str, int]:
+    """`effective_requests` for well-formed statuses; anything unusual leaves the fast path."""
+    raw_allocated, resources = cs.get("allocatedResources"), cs.get("resources")
+    allocated: dict[str, int] = {}
+    if raw_allocated is not None:
+        _add_quantities(allocated, raw_allocated, {})
+    if resources is None:
+        if mode == KUBELET and raw_allocated is not None:
+            return allocated
+        return spec_requests
+    if type(resources) is not dict:
+        raise _Unusual
+    running: dict[str, int] = {}
+    raw_running = resources.get("requests")
+    if raw_running is not None:
+        _add_quantities(running, raw_running, {})
+    if mode == KUBELET:
+        base = allocated if raw_allocated is not None else spec_requests
+        if base == running or not running:
+            return base if not allocated or base is allocated else _max_of(base, allocated)
+        return _max_of(base, running, allocated)
+    if infeasible:
+        return _max_of(running, allocated)
+    if running == spec_requests and (not allocated or allocated == spec_requests):
+        return spec_requests  # the steady state: nothing resized
+    return _max_of(spec_requests, running, allocated)
 
 
 def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any]) -> None:
@@ -263,59 +468,94 @@ def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any
         result[name] = result.get(name, 0) + nano
 
 
-def request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
-    """(kubelet view, scheduler view) of the pod's requests, both with `pods: 1`.
-
-    Kubelet (`GetResourceRequest`, what a victim frees): with pod-level resources set the containers are
-    skipped entirely; overhead is added only to non-zero totals. Scheduler (`computePodResourceRequest`,
-    used by `noderesources.Fits` for the admitted pod and the node's used resources): containers, the
-    supported pod-level requests on top, overhead always.
-    """
-    try:
-        plain = _plain_requests(pod)
-    except _Unusual:
-        return _checked_request_views(pod)
-    # Without overhead and pod-level resources both views are the container sum.
-    view = {name: -(-q // MILLI_IN_NANO) if name == CPU else -(-q // NANO) for name, q in plain.items()}
+def _reported(nano: Mapping[str, int]) -> dict[str, int]:
+    """Nano units to what Kubernetes reports, plus `pods: 1`."""
+    view = {name: from_nano(name, q) for name, q in nano.items()}
     view[PODS] = 1
-    return view, dict(view)
+    return view
 
 
-def _checked_request_views(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+def _scheduler_view(pod: Mapping[str, Any], mode: str, fast: bool = True) -> dict[str, int]:
+    """`PodRequests` as the scheduler and the kubelet's fit check count a pod: containers, the supported
+    pod-level requests on top, overhead always."""
+    if fast:
+        try:
+            return _reported(_plain_requests(pod, mode))
+        except _Unusual:
+            pass
+    spec = spec_of(pod)
+    requests = aggregate_container_requests(pod, mode)
+    pod_level = pod_level_resources(pod)
+    if pod_level is not None:
+        requests.update((n, q) for n, q in pod_level[0].items() if is_supported_pod_level_resource(n))
+    _add_into(requests, _resource_list(spec, "overhead", "spec"))
+    return _reported(requests)
+
+
+def _victim_view(pod: Mapping[str, Any], semantics: Semantics, fast: bool = True) -> dict[str, int]:
+    """The kubelet's `GetResourceRequest` (by spec): from 1.34 `PodRequests` without overhead, the
+    containers skipped entirely when pod-level resources are set; before, `legacy_container_requests`.
+    Overhead is added only to non-zero totals."""
+    if fast:
+        try:
+            return _reported(_plain_requests(pod))  # no init containers, overhead or pod-level: all agree
+        except _Unusual:
+            pass
     spec = spec_of(pod)
     overhead = _resource_list(spec, "overhead", "spec")
-    pod_level = pod_level_resources(pod)
-    containers = aggregate_container_requests(pod)
-    level = {n: q for n, q in pod_level[0].items() if is_supported_pod_level_resource(n)} if pod_level else {}
-
-    kubelet = dict(level) if pod_level is not None else dict(containers)
+    if semantics.victim_requests_pod_requests:
+        pod_level = pod_level_resources(pod)
+        if pod_level is not None:
+            requests = {n: q for n, q in pod_level[0].items() if is_supported_pod_level_resource(n)}
+        else:
+            requests = aggregate_container_requests(pod)
+    else:
+        requests = legacy_container_requests(pod)
     for name, q in overhead.items():
-        if kubelet.get(name, 0) != 0:
-            kubelet[name] += q
-    scheduler = dict(containers)
-    scheduler.update(level)
-    _add_into(scheduler, overhead)
-
-    kubelet_view = {name: from_nano(name, q) for name, q in kubelet.items()}
-    scheduler_view = {name: from_nano(name, q) for name, q in scheduler.items()}
-    kubelet_view[PODS] = scheduler_view[PODS] = 1
-    return kubelet_view, scheduler_view
+        if requests.get(name, 0) != 0:
+            requests[name] += q
+    return _reported(requests)
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The kubelet's `GetResourceRequest` for every resource the pod names, plus `pods: 1`.
+def pod_requests(pod: Mapping[str, Any], semantics: Semantics = CURRENT) -> dict[str, int]:
+    """What a preemption victim frees in the kubelet's arithmetic (`GetResourceRequest`), plus `pods: 1`.
 
-    This is what a victim frees in the kubelet's preemption arithmetic.
+    By spec in every version: the kubelet's preemption reads its active pods as the API has them.
     """
-    return request_views(pod)[0]
+    return _victim_view(pod, semantics)
 
 
-def scheduler_pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The scheduler's request (`computePodResourceRequest`): overhead always added, plus `pods: 1`.
+def scheduler_pod_requests(
+    pod: Mapping[str, Any], semantics: Semantics = CURRENT, *, on_node: bool = True
+) -> dict[str, int]:
+    """The scheduler's request for a pod (`PodInfo.calculateResource`), plus `pods: 1`.
 
-    The kubelet's admission fit check (`noderesources.Fits`) and the node's used resources use this one.
+    A pod on a node counts by its status too from 1.33 (SCHEDULER mode); a pod being placed
+    (`on_node=False`, `computePodResourceRequest`) by its spec.
     """
-    return request_views(pod)[1]
+    return _scheduler_view(pod, SCHEDULER if on_node and semantics.status_resources else SPEC)
+
+
+def kubelet_admission_requests(pod: Mapping[str, Any], semantics: Semantics = CURRENT) -> dict[str, int]:
+    """What an admitted pod holds when the kubelet admits another one, plus `pods: 1`: from 1.33 the
+    kubelet counts its allocated pods (KUBELET mode: the larger of allocated and running), before that
+    the spec."""
+    return _scheduler_view(pod, KUBELET if semantics.status_resources else SPEC)
+
+
+def request_views(
+    pod: Mapping[str, Any], semantics: Semantics = CURRENT
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(what the pod frees as a kubelet preemption victim, what it holds for the kubelet's admission)."""
+    return _victim_view(pod, semantics), kubelet_admission_requests(pod, semantics)
+
+
+def _checked_request_views(
+    pod: Mapping[str, Any], semantics: Semantics = CURRENT
+) -> tuple[dict[str, int], dict[str, int]]:
+    """`request_views` without the fast path (tests compare the two)."""
+    mode = KUBELET if semantics.status_resources else SPEC
+    return _victim_view(pod, semantics, fast=False), _scheduler_view(pod, mode, fast=False)
 
 
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:

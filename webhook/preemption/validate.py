@@ -10,11 +10,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.preemption.pods import is_mirror_pod, is_static_pod, is_terminating, priority_of
-from webhook.preemption.predicates import host_port_conflicts, is_terminal, os_mismatch, untolerated_taint
+from webhook.preemption.predicates import (
+    host_port_conflicts,
+    is_terminal,
+    os_mismatch,
+    supplemental_groups_policy_unsupported,
+    untolerated_taint,
+)
 from webhook.preemption.qos import qos_class
-from webhook.preemption.resources import InvalidObject, field, node_allocatable, request_views, spec_of
+from webhook.preemption.resources import (
+    InvalidObject,
+    field,
+    node_allocatable,
+    request_views,
+    scheduler_pod_requests,
+    spec_of,
+)
 
 _EMPTY_NODE: dict[str, Any] = {"metadata": {"name": ""}, "spec": {"taints": []}}
+_STRICT_POD: dict[str, Any] = {"spec": {"securityContext": {"supplementalGroupsPolicy": "Strict"}}}
 
 
 def check_pod(pod: Any) -> None:
@@ -30,6 +44,7 @@ def check_pod(pod: Any) -> None:
     node_affinity = field(affinity, "nodeAffinity", "spec.affinity", default={})
     field(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", "spec.affinity.nodeAffinity")
     request_views(pod)
+    scheduler_pod_requests(pod)  # the status views read the container statuses and conditions
     qos_class(pod)
     priority_of(pod)
     is_static_pod(pod)
@@ -39,6 +54,7 @@ def check_pod(pod: Any) -> None:
     host_port_conflicts(pod, [pod])
     untolerated_taint(pod, _EMPTY_NODE)
     os_mismatch(pod, _EMPTY_NODE)
+    supplemental_groups_policy_unsupported(pod, _EMPTY_NODE)
 
 
 def check_node(node: Any) -> None:
@@ -48,6 +64,7 @@ def check_node(node: Any) -> None:
     field(meta, "labels", "metadata", default={})
     node_allocatable(node)
     untolerated_taint({"spec": {}}, node)
+    supplemental_groups_policy_unsupported(_STRICT_POD, node)
 
 
 def _check_kind(obj: Any, kind: str) -> None:

@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.k8s import INT32_MAX, INT32_MIN, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
-from webhook.review.schema import API_VERSIONS, OPERATIONS, qualified_resource
+from webhook.k8s import INT32_MAX, INT32_MIN, OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+
+# Defined here, not in `schema`, so that a well-formed review never loads marshmallow (start-up time).
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+def qualified_resource(gvr: dict[str, Any]) -> str:
+    """`pods`, `priorityclasses.scheduling.k8s.io`: the name upstream's messages and our checks use."""
+    group = gvr.get("group") or ""
+    return f"{gvr['resource']}.{group}" if group else gvr["resource"]
+
 
 _ABSENT = object()
 

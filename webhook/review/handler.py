@@ -13,16 +13,14 @@ from typing import Any
 
 import jsonpatch
 import orjson
-from marshmallow import ValidationError
 
 from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.class_model import ClassSet
 from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
-from webhook.review.fastpath import well_formed
-from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error, qualified_resource
-from webhook.review.workloads import check_workload, workload_kind
+from webhook.review.fastpath import qualified_resource, well_formed
+from webhook.review.workload_check import check_workload, workload_kind
 
 
 class Stage(enum.StrEnum):
@@ -57,6 +55,10 @@ def parse_review(body: Any) -> tuple[str, str, Request]:
 
 def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The schemas' verdict: the loaded review, or MalformedReview naming the first bad field."""
+    from marshmallow import ValidationError  # only off the fast path: loading marshmallow is most of
+
+    from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA, first_error  # `review`'s start-up
+
     try:
         review = REVIEW_SCHEMA.load(body)
     except ValidationError as err:

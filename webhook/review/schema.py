@@ -12,8 +12,9 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from webhook.k8s import INT32_MAX, INT32_MIN, OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.review.fastpath import API_VERSIONS, qualified_resource
 
-API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+__all__ = ["API_VERSIONS", "OBJECT_SCHEMAS", "REVIEW_SCHEMA", "first_error", "qualified_resource"]
 
 
 class StrictInt(fields.Integer):
@@ -81,12 +82,6 @@ class PriorityClassSchema(_Loose):
     globalDefault = fields.Boolean(allow_none=True)
     preemptionPolicy = fields.String(allow_none=True)
     description = fields.String(allow_none=True)
-
-
-def qualified_resource(gvr: dict[str, Any]) -> str:
-    """`pods`, `priorityclasses.scheduling.k8s.io`: the name upstream's messages and our checks use."""
-    group = gvr.get("group") or ""
-    return f"{gvr['resource']}.{group}" if group else gvr["resource"]
 
 
 OBJECT_SCHEMAS: dict[str, Schema] = {

@@ -199,6 +199,8 @@ def review_view(
             operation = _label(req.operation, KNOWN_OPERATIONS)
             resource = _label(req.resource, KNOWN_RESOURCES)
             result = "allowed" if decision.allowed else "denied"
+            if decision.unresolved:
+                metrics.UNRESOLVED_PODS.inc()
             response = json_response(review)
         finally:
             # Also on an unexpected exception (then answered by the 500 handler), so errors are counted.

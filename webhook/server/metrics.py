@@ -8,12 +8,20 @@ variable (tests, a single process) the default registry is exposed as it is.
 A multi-process registry cannot compute a value at scrape time, so the serving certificate's expiry is
 stored as a timestamp (set by the worker that loaded the certificate) and the seconds left are derived
 from it while the exposition is written.
+
+The process metrics (`process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, ...)
+are per process and cannot be added up: under several workers they are read from /proc at scrape time for
+every live process that keeps metric files, each with a `pid` label (a single process exports its own
+through the default registry, without the label). The certificate is labelled by its file name, never by
+its path on the machine.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +32,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
@@ -55,6 +64,12 @@ ADMISSION_DURATION = Histogram(
     "Time to answer an AdmissionReview, from the body read to the response built.",
     LABELS,
     buckets=BUCKETS,
+)
+UNRESOLVED_PODS = Counter(
+    "priority_webhook_unresolved_pods",
+    "Pods admitted by /validate in a system namespace without spec.priority: their /mutate call was "
+    "skipped (webhook timeout or outage under the fail-open entries), so they run without the priority "
+    "their class gives. Any increase deserves a look.",
 )
 CERTIFICATE_NOT_AFTER = Gauge(
     "priority_webhook_serving_certificate_not_after_timestamp_seconds",
@@ -124,7 +139,7 @@ def observe_connections(open_now: int, closed: dict[str, int]) -> None:
 
 
 def set_certificate_not_after(cert_file: str, timestamp: float) -> None:
-    CERTIFICATE_NOT_AFTER.labels(cert_file).set(timestamp)
+    CERTIFICATE_NOT_AFTER.labels(os.path.basename(cert_file)).set(timestamp)
 
 
 class _WithCertificateExpiry:
@@ -145,6 +160,36 @@ class _WithCertificateExpiry:
                 yield left
 
 
+class _ProcessesWithMetricFiles:
+    """process_* of every live process that writes into the multiprocess directory, labelled by pid."""
+
+    FILE = re.compile(r"_(\d+)\.db$")
+
+    def __init__(self, directory: str, proc: str = "/proc") -> None:
+        self.directory = directory
+        self.proc = proc
+
+    def pids(self) -> list[int]:
+        found = set()
+        for name in os.listdir(self.directory):
+            match = self.FILE.search(name)
+            if match and os.path.isdir(os.path.join(self.proc, match.group(1))):
+                found.add(int(match.group(1)))
+        return sorted(found)
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for pid in self.pids():
+            collector = ProcessCollector(pid=functools.partial(str, pid), proc=self.proc, registry=None)
+            for family in collector.collect():
+                target = merged.setdefault(
+                    family.name, Metric(family.name, family.documentation, family.type)
+                )
+                for sample in family.samples:
+                    target.add_sample(sample.name, {**sample.labels, "pid": str(pid)}, sample.value)
+        yield from merged.values()
+
+
 def exposition() -> tuple[bytes, str]:
     """(body, content type) of /metrics: every worker's metrics in multiprocess mode."""
     registry = CollectorRegistry(auto_describe=False)
@@ -154,6 +199,7 @@ def exposition() -> tuple[bytes, str]:
         source = CollectorRegistry()
         multiprocess.MultiProcessCollector(source)
         registry.register(_WithCertificateExpiry(source))
+        registry.register(_ProcessesWithMetricFiles(os.environ[MULTIPROC_ENV]))
     else:
         registry.register(_WithCertificateExpiry(DEFAULT_REGISTRY))
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -28,6 +28,23 @@
 {{- end -}}
 {{- end -}}
 
+{{/* Webhook mode: the Secret in which the webhook keeps its CA (it makes it; the chart renders none). */}}
+{{- define "priority-webhook.caSecretName" -}}
+{{- printf "%s-webhook-ca" (include "priority-webhook.fullname" . | trunc 52 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* Webhook mode: the webhook keeps the caBundle of its own two configurations current (only theirs). It
+watches them (list and watch by name, a fieldSelector on metadata.name) to patch one re-created by a hook at
+once. Rules of the webhook's ClusterRole; nothing in the other modes. */}}
+{{- define "priority-webhook.certificateRules" -}}
+{{- if eq .Values.certificates.mode "webhook" -}}
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+  resourceNames: [{{ include "priority-webhook.fullname" . | quote }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end -}}
+{{- end -}}
+
 {{/* The DNS name the API server dials (and checks the serving certificate against). */}}
 {{- define "priority-webhook.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "priority-webhook.fullname" .) .Release.Namespace -}}
@@ -47,6 +64,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: priority-webhook
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* Selector labels; call with (dict "root" $ "component" "webhook"). */}}
@@ -81,9 +101,16 @@ Serving certificate material as YAML: {crt, key, ca, bundle, notAfter, dnsNames}
   mode generated:   from the chart (see priority-webhook.generatedTLS), computed once per render.
   mode certManager: nothing here (cert-manager writes the Secret and injects the CA).
   mode provided:    only the caBundle from values.
+  mode webhook:     the bundle the webhook keeps in its CA Secret, when Helm can look it up (an install or
+                    upgrade on a cluster where the webhook already runs); else none: the webhook writes it.
+                    So a hook re-creating the configurations never leaves them without it, and an offline
+                    render (helm template, GitOps tools) stays the same on every sync.
 */}}
 {{- define "priority-webhook.caBundle" -}}
-{{- if eq .Values.certificates.mode "generated" -}}
+{{- if eq .Values.certificates.mode "webhook" -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "priority-webhook.caSecretName" .) | default dict -}}
+{{- dig "data" "ca-bundle.crt" "" $secret -}}
+{{- else if eq .Values.certificates.mode "generated" -}}
 {{- (include "priority-webhook.tlsMaterial" . | fromYaml).bundle | b64enc -}}
 {{- else if eq .Values.certificates.mode "provided" -}}
 {{- .Values.certificates.provided.caBundle | nospace -}}
@@ -222,4 +249,26 @@ resources:
     memory: 128Mi
 securityContext:
   {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Every webhook name the configurations use, as a regular expression for the API server's metrics. */}}
+{{- define "priority-webhook.webhookNamesRegex" -}}
+(pods|system-pods|priorityclasses|workloads)\.priority-webhook\.io
+{{- end -}}
+
+{{/* ServiceAccounts: the chart's, or the operator's own (serviceAccount.create false, name required). */}}
+{{- define "priority-webhook.serviceAccountName" -}}
+{{- $sa := .Values.webhook.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "webhook.serviceAccount.name is required when webhook.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.fullname" .) $sa.name -}}
+{{- end -}}
+
+{{- define "priority-webhook.sidecarServiceAccountName" -}}
+{{- $sa := .Values.sidecar.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- fail "sidecar.serviceAccount.name is required when sidecar.serviceAccount.create is false" -}}
+{{- end -}}
+{{- default (include "priority-webhook.sidecarName" .) $sa.name -}}
 {{- end -}}

@@ -48,20 +48,40 @@ service:
   namespace: {{ .root.Release.Namespace }}
   path: {{ .path }}
   port: 443
-{{- if ne .root.Values.certificates.mode "certManager" }}
-caBundle: {{ include "priority-webhook.caBundle" .root }}
+{{- with include "priority-webhook.caBundle" .root }}
+caBundle: {{ . }}
 {{- end }}
 {{- end -}}
 
 {{/* Namespaces the fail-closed entries never see: the system ones (served apart), the release's own
 (its pods must start while the webhook is down), and the operator's exclusions. */}}
 {{- define "priority-webhook.generalNamespaceSelector" -}}
+{{- $extra := .Values.admission.namespaceSelector | default dict -}}
+{{- with $extra.matchLabels }}
+matchLabels:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
     values:
       {{- $names := concat .Values.admission.systemNamespaces (list .Release.Namespace) .Values.admission.excludedNamespaces | uniq }}
       {{- toYaml $names | nindent 6 }}
+  {{- with $extra.matchExpressions }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The operator's objectSelector of the pod and workload entries ({} selects everything). */}}
+{{- define "priority-webhook.objectSelector" -}}
+{{- toYaml (.Values.admission.objectSelector | default dict) -}}
+{{- end -}}
+
+{{/* The operator's extra matchConditions of the pod entries (1.28+, where matchConditions exist). */}}
+{{- define "priority-webhook.extraMatchConditions" -}}
+{{- if and .Values.admission.extraMatchConditions (include "priority-webhook.atLeast" (list . "1.28")) -}}
+{{- toYaml .Values.admission.extraMatchConditions -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "priority-webhook.systemNamespaceSelector" -}}

@@ -16,6 +16,7 @@ from webhook.preemption.cluster.filter import same_info
 from webhook.preemption.cluster.planner import Plan, PlanOptions, plan
 from webhook.preemption.cluster.priority import resolve_priority
 from webhook.preemption.cluster.snapshot import PodInfo, Snapshot, build_snapshot, read_pod
+from webhook.preemption.semantics import CURRENT, Semantics
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 S = {"cpu": "100m", "memory": "100"}
@@ -140,17 +141,22 @@ def preemptor(obj: dict[str, Any]) -> PodInfo:
     return info
 
 
-def snapshot(objects: Sequence[dict[str, Any]], pre: PodInfo | None = None) -> Snapshot:
+def snapshot(
+    objects: Sequence[dict[str, Any]], pre: PodInfo | None = None, semantics: Semantics = CURRENT
+) -> Snapshot:
     exclude = (lambda p: same_info(p, pre)) if pre is not None else None
-    return build_snapshot([(f"doc {i}", o) for i, o in enumerate(objects, 1)], resolve, exclude=exclude)
+    docs = [(f"doc {i}", o) for i, o in enumerate(objects, 1)]
+    return build_snapshot(docs, resolve, exclude=exclude, semantics=semantics)
 
 
 def run(pre_obj: dict[str, Any], objects: Sequence[dict[str, Any]], **options: Any) -> Plan:
-    """Plan `pre_obj` on `objects` with options (now defaults to NOW; `diagnosis` is passed to plan)."""
+    """Plan `pre_obj` on `objects` with options (now defaults to NOW; `diagnosis` is passed to plan;
+    `semantics`, the scheduler's version, to the snapshot)."""
     diagnosis = options.pop("diagnosis", None)
+    semantics = options.pop("semantics", CURRENT)
     options.setdefault("now", NOW)
     pre = preemptor(pre_obj)
-    return plan(pre, snapshot(objects, pre), PlanOptions(**options), diagnosis)
+    return plan(pre, snapshot(objects, pre, semantics), PlanOptions(**options), diagnosis)
 
 
 def candidate_map(result: Plan) -> dict[str, tuple[list[str], int]]:

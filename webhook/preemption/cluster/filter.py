@@ -27,6 +27,7 @@ from webhook.preemption.predicates import (
     untolerated_taint,
 )
 from webhook.preemption.resources import PODS, add, total
+from webhook.preemption.semantics import CURRENT, Semantics
 
 UNSCHEDULABLE = "Unschedulable"
 UNRESOLVABLE = "UnschedulableAndUnresolvable"
@@ -80,15 +81,18 @@ def taint_reason(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:
 
 
 def resource_failure(
-    requests: Mapping[str, int], allocatable: Mapping[str, int], used: Mapping[str, int]
+    requests: Mapping[str, int],
+    allocatable: Mapping[str, int],
+    used: Mapping[str, int],
+    semantics: Semantics = CURRENT,
 ) -> Failure | None:
-    """NodeResourcesFit: `Insufficient <r>` / `Too many pods`; any request above allocatable is
+    """NodeResourcesFit: `Insufficient <r>` / `Too many pods`; from 1.34 any request above allocatable is
     UnschedulableAndUnresolvable (upstream #131345), since no removal can ever make room."""
     found = resource_reasons(requests, allocatable, used)
     if not found:
         return None
     texts = tuple(REASON_TOO_MANY_PODS if r.resource == PODS else f"Insufficient {r.resource}" for r in found)
-    oversize = any(
+    oversize = semantics.oversize_unresolvable and any(
         r.resource != PODS and (r.requested or 0) > allocatable.get(r.resource or "", 0) for r in found
     )
     return Failure(UNRESOLVABLE if oversize else UNSCHEDULABLE, texts)
@@ -112,10 +116,26 @@ class NodeFit:
     `RunFilterPluginsWithNominatedPods`, pass 1; with monotone filters pass 2 adds nothing).
     """
 
-    __slots__ = ("allocatable", "base_used", "node", "nominated_objs", "nominated_used", "ports", "preemptor")
+    __slots__ = (
+        "allocatable",
+        "base_used",
+        "node",
+        "nominated_objs",
+        "nominated_used",
+        "ports",
+        "preemptor",
+        "semantics",
+    )
 
-    def __init__(self, preemptor: PodInfo, node: NodeInfo, nominated: Sequence[PodInfo]) -> None:
+    def __init__(
+        self,
+        preemptor: PodInfo,
+        node: NodeInfo,
+        nominated: Sequence[PodInfo],
+        semantics: Semantics = CURRENT,
+    ) -> None:
         self.preemptor = preemptor
+        self.semantics = semantics
         self.node = node
         self.allocatable = node.allocatable
         counted = [p for p in nominated if p.priority >= preemptor.priority and not same_info(p, preemptor)]
@@ -130,7 +150,7 @@ class NodeFit:
             objs = [p.obj for p in present] + self.nominated_objs
             if host_port_conflicts(self.preemptor.obj, objs) is not None:
                 return Failure(UNSCHEDULABLE, (REASON_HOST_PORTS,))
-        return resource_failure(self.preemptor.requests, self.allocatable, used)
+        return resource_failure(self.preemptor.requests, self.allocatable, used, self.semantics)
 
     def fits(self, used: Mapping[str, int], present: Sequence[PodInfo]) -> bool:
         """`failure(...) is None`, without building the reason texts (the dry run's inner loop)."""

@@ -104,7 +104,7 @@ def diagnose(preemptor: PodInfo, snapshot: Snapshot) -> tuple[dict[str, NodeFit]
     fits: dict[str, NodeFit] = {}
     statuses: dict[str, Failure | None] = {}
     for node in snapshot.nodes:
-        fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()))
+        fit = NodeFit(preemptor, node, snapshot.nominated.get(node.name, ()), snapshot.semantics)
         fits[node.name] = fit
         statuses[node.name] = node_status(preemptor, node, fit)
     return fits, statuses
@@ -169,9 +169,7 @@ def plan(
         excluded[name] = "; ".join(failure.reasons)
     best = pick_one(candidates, options.now)
     if best is None:
-        total = len(snapshot.nodes)
-        detail = ", ".join(f"{n} {r}" for r, n in sorted(histogram.items()))
-        message = f"preemption: 0/{total} nodes are available" + (f": {detail}." if detail else ".")
+        message = "preemption: " + fit_error_message(len(snapshot.nodes), histogram)
         if preemptor.nominated_node:  # upstream returns an empty nomination, which clears the old one
             message += f" Its nomination to {preemptor.nominated_node} is cleared."
         return Plan(NO_CANDIDATES, None, message=message, excluded=excluded, candidates=candidates)
@@ -193,6 +191,24 @@ def plan(
         excluded=excluded,
         candidates=candidates,
     )
+
+
+def fit_error_message(
+    num_all_nodes: int, reasons: Mapping[str, int], pre_filter_msg: str = "", post_filter_msg: str = ""
+) -> str:
+    """`FitError.Error`: "0/N nodes are available:" and the "<count> <reason>" strings sorted as whole
+    strings (so the counts take part in the order), or the PreFilter message instead; then the
+    PostFilter message."""
+    message = f"0/{num_all_nodes} nodes are available:"
+    if pre_filter_msg:
+        message += f" {pre_filter_msg}."
+    else:
+        histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+        if histogram:
+            message += f" {', '.join(histogram)}."
+    if post_filter_msg:
+        message += f" {post_filter_msg}"
+    return message
 
 
 def dry_run(

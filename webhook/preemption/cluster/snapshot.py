@@ -25,6 +25,7 @@ from webhook.policy.class_model import PriorityClass
 from webhook.preemption.cluster.pdb import InvalidPdb, Pdb
 from webhook.preemption.predicates import host_port_conflicts, is_terminal
 from webhook.preemption.resources import InvalidObject, node_allocatable, scheduler_pod_requests, total
+from webhook.preemption.semantics import CURRENT, Semantics
 from webhook.preemption.validate import check_node
 
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -82,6 +83,7 @@ class Snapshot:
     pdbs: list[Pdb]
     nominated: dict[str, list[PodInfo]]  # node name -> unbound pods with status.nominatedNodeName
     pods: list[PodInfo]
+    semantics: Semantics = CURRENT  # the scheduler's version
 
     def node(self, name: str) -> NodeInfo | None:
         for node in self.nodes:
@@ -107,12 +109,14 @@ def build_snapshot(
     resolve: PriorityResolver,
     *,
     exclude: Callable[[PodInfo], bool] | None = None,
+    semantics: Semantics = CURRENT,
 ) -> Snapshot:
     """Index (source, object) pairs. Kinds other than Node, Pod, PodDisruptionBudget are ignored.
 
     `exclude` drops pods (the preemptor itself, when the dump already contains it as a pending pod).
+    `semantics`: the scheduler's version (how a resized pod counts).
     """
-    builder = SnapshotBuilder(resolve)
+    builder = SnapshotBuilder(resolve, semantics=semantics)
     for source, obj in objects:
         builder.add(source, obj)
     return builder.finish(resolve, exclude=exclude)
@@ -128,9 +132,12 @@ class SnapshotBuilder:
     `resolve`, which then only reads the pod's own fields.
     """
 
-    def __init__(self, resolve: PriorityResolver, *, classes_known: bool = True) -> None:
+    def __init__(
+        self, resolve: PriorityResolver, *, classes_known: bool = True, semantics: Semantics = CURRENT
+    ) -> None:
         self.resolve = resolve
         self.classes_known = classes_known
+        self.semantics = semantics
         self.nodes: list[NodeInfo] = []
         self.pdbs: list[Pdb] = []
         self.classes: list[PriorityClass] = []
@@ -166,7 +173,7 @@ class SnapshotBuilder:
     def _add_pod(self, source: str, obj: dict[str, Any]) -> None:
         spec = obj.get("spec")
         if self.classes_known or (isinstance(spec, dict) and spec.get("priority") is not None):
-            pod = read_pod(obj, source, len(self._pods), self.resolve, whole=False)
+            pod = read_pod(obj, source, len(self._pods), self.resolve, whole=False, semantics=self.semantics)
             if pod is not None:
                 self._pods.append(pod)
         else:
@@ -179,7 +186,7 @@ class SnapshotBuilder:
         pods: list[PodInfo] = []
         for index, item in enumerate(self._pods):
             if isinstance(item, tuple):
-                pod = read_pod(item[1], item[0], index, resolve, whole=False)
+                pod = read_pod(item[1], item[0], index, resolve, whole=False, semantics=self.semantics)
                 if pod is None:
                     continue
             else:
@@ -199,7 +206,7 @@ class SnapshotBuilder:
                 nominated.setdefault(pod.nominated_node, []).append(pod)
         for node in nodes:
             node.used = total(p.requests for p in node.pods)
-        return Snapshot(nodes, self.pdbs, nominated, pods)
+        return Snapshot(nodes, self.pdbs, nominated, pods, self.semantics)
 
 
 def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
@@ -215,11 +222,18 @@ def read_node(obj: dict[str, Any], source: str, index: int) -> NodeInfo:
 
 
 def read_pod(
-    obj: dict[str, Any], source: str, index: int, resolve: PriorityResolver, *, whole: bool = True
+    obj: dict[str, Any],
+    source: str,
+    index: int,
+    resolve: PriorityResolver,
+    *,
+    whole: bool = True,
+    semantics: Semantics = CURRENT,
 ) -> PodInfo | None:
     """The pod as preemption reads it, or None for a terminal pod (Succeeded/Failed).
 
-    `whole` keeps the object itself (the pod being planned); otherwise only its host ports are kept.
+    `whole` keeps the object itself (the pod being planned, counted by its spec); otherwise only its host
+    ports are kept, and its requests are what it holds on its node (resize: `semantics`).
     Runs once per pod of the snapshot: checks are inline and error texts are only built on an error.
     """
     name = _name(obj, source, "Pod")
@@ -247,7 +261,7 @@ def read_pod(
     start = status.get("startTime")
     try:
         priority, policy = resolve(obj, namespace)
-        requests = scheduler_pod_requests(obj)
+        requests = scheduler_pod_requests(obj, semantics, on_node=not whole)
         start_time = None if start is None else parse_time(start)
         kept = obj if whole else host_ports_of(spec)
     except InvalidStartTime:

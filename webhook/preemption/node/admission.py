@@ -53,6 +53,7 @@ from webhook.preemption.predicates import (
     non_resource_reasons,
     os_mismatch,
     resource_reasons,
+    supplemental_groups_policy_unsupported,
 )
 from webhook.preemption.qos import qos_class
 from webhook.preemption.resources import (
@@ -60,8 +61,10 @@ from webhook.preemption.resources import (
     is_extended_resource,
     node_allocatable,
     request_views,
+    scheduler_pod_requests,
     total,
 )
+from webhook.preemption.semantics import Semantics, node_semantics
 
 # Texts and reasons from preemption.go and predicate.go.
 FIND_ERROR = "preemption: error finding a set of pods to preempt: "
@@ -106,8 +109,8 @@ class _Facts:
     """What admission needs of one pod, read once."""
 
     pod: Mapping[str, Any]
-    kubelet: dict[str, int]  # GetResourceRequest view: what it frees as a victim
-    scheduler: dict[str, int]  # computePodResourceRequest view: what it holds on the node
+    kubelet: dict[str, int]  # GetResourceRequest view (by spec): what it frees as a victim
+    scheduler: dict[str, int]  # what it holds on the node for admission (allocated/running from 1.33)
     terminal: bool
     terminating: bool
     static_or_mirror: bool
@@ -126,7 +129,7 @@ class _Facts:
         )
 
 
-def _facts(pod: Mapping[str, Any]) -> _Facts:
+def _facts(pod: Mapping[str, Any], semantics: Semantics) -> _Facts:
     """Reads a pod; a direct path for well-formed API objects, the checked accessors for anything else."""
     meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
     status = {} if status is None else status
@@ -141,7 +144,7 @@ def _facts(pod: Mapping[str, Any]) -> _Facts:
     ):
         annotations = annotations or {}
         source = annotations.get(CONFIG_SOURCE_ANNOTATION)
-        kubelet, scheduler = request_views(pod)
+        kubelet, scheduler = request_views(pod, semantics)
         return _Facts(
             pod,
             kubelet,
@@ -151,7 +154,7 @@ def _facts(pod: Mapping[str, Any]) -> _Facts:
             (source is not None and source != API_SOURCE) or MIRROR_POD_ANNOTATION in annotations,
             priority,
         )
-    kubelet, scheduler = request_views(pod)
+    kubelet, scheduler = request_views(pod, semantics)
     return _Facts(
         pod,
         kubelet,
@@ -163,7 +166,7 @@ def _facts(pod: Mapping[str, Any]) -> _Facts:
     )
 
 
-def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
+def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any], semantics: Semantics) -> list[_Facts]:
     """The other admitted pods: not terminal, not the pod itself, in admission order."""
     active = []
     ref = pod_ref(pod)
@@ -171,7 +174,7 @@ def _active_pods(pod: Mapping[str, Any], pods: Iterable[Any]) -> list[_Facts]:
         if not isinstance(other, dict):
             raise InvalidObject(f"pods[{i}]: must be an object")
         try:
-            facts = _facts(other)
+            facts = _facts(other, semantics)
         except InvalidObject as err:
             raise InvalidObject(f"pods[{i}] ({describe(other)}): {err}") from None
         if facts.terminal or same_ref(ref, pod_ref(other)):
@@ -207,25 +210,31 @@ def admit_to_node(
     *,
     order: str = ORDER_QOS,
     critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+    semantics: Semantics | None = None,
 ) -> Admission:
     """Kubelet admission of `pod` on `node` given every pod bound to the node (any phase).
 
     A pod that does not fit only for resource reasons and is critical is admitted after choosing
-    victims; a non-resource reason means no eviction. Raises InvalidObject for unreadable input.
+    victims; a non-resource reason means no eviction. `semantics`: the kubelet's version, by default
+    read from the Node (`status.nodeInfo.kubeletVersion`). Raises InvalidObject for unreadable input.
     """
     if order not in ORDERS:
         raise ValueError(f"order: must be one of {', '.join(ORDERS)}, got {order!r}")
+    if semantics is None:
+        semantics = node_semantics(node)
     allocatable = _with_prefix("node", node_allocatable, node)
     try:
-        wrong_os = os_mismatch(pod, node)
+        early = os_mismatch(pod, node)
+        if early is None and semantics.supplemental_groups_policy_check:
+            early = supplemental_groups_policy_unsupported(pod, node)
     except InvalidObject as err:
         raise InvalidObject(f"pod {describe(pod)}: {err}") from None
-    if wrong_os is not None:  # rejected before the predicates: preemption cannot help
-        return Admission(False, False, [wrong_os], [], None, rejection=(wrong_os.reason, wrong_os.message))
-    active = _active_pods(pod, pods)
+    if early is not None:  # rejected before the predicates: preemption cannot help
+        return Admission(False, False, [early], [], None, rejection=(early.reason, early.message))
+    active = _active_pods(pod, pods, semantics)
     used = total(f.scheduler for f in active)
     try:
-        request = dict(request_views(pod)[1])
+        request = scheduler_pod_requests(pod, semantics, on_node=False)
         # The kubelet drops extended resources the node does not advertise (removeMissingExtendedResources):
         # they are cluster-level resources handled elsewhere.
         for name in [n for n in request if is_extended_resource(n) and n not in allocatable]:

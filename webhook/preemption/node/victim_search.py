@@ -20,7 +20,8 @@ from typing import Any
 from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.pods import is_critical, priority_of
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
-from webhook.preemption.resources import CPU, MEMORY, request_views
+from webhook.preemption.resources import CPU, MEMORY, pod_requests
+from webhook.preemption.semantics import CURRENT, Semantics
 
 ORDER_QOS = "qos"
 ORDER_PRIORITY = "priority"
@@ -45,10 +46,14 @@ class Candidate:
     critical: bool = False
 
     @classmethod
-    def of(cls, pod: Mapping[str, Any], critical_priority: int = SYSTEM_CRITICAL_PRIORITY) -> Candidate:
-        return cls(
-            pod, request_views(pod)[0], qos_class(pod), priority_of(pod), is_critical(pod, critical_priority)
-        )
+    def of(
+        cls,
+        pod: Mapping[str, Any],
+        critical_priority: int = SYSTEM_CRITICAL_PRIORITY,
+        semantics: Semantics = CURRENT,
+    ) -> Candidate:
+        requests = pod_requests(pod, semantics)
+        return cls(pod, requests, qos_class(pod), priority_of(pod), is_critical(pod, critical_priority))
 
     def request(self, resource: str) -> int:
         return self.requests.get(resource, 0)

@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from webhook import cli
+from webhook import __version__
+from webhook.commands import dispatch
 from webhook.files.documents import InputError
-from webhook.kube.config import kubeconfig_paths
 
 PROG = "kubectl priority"
 COMMANDS = ("review", "victims", "plan")
@@ -32,7 +32,7 @@ USAGE = f"""usage: {PROG} {{review,victims,plan}} [ARGS...] [--kubeconfig FILE] 
   victims --node N --pod F  kubelet admission of a pod on node N, read live (or --node FILE --pods FILE)
   plan --pod F              scheduler preemption what-if on the cluster (or --cluster FILE)
 
-Every other option is the command's own: {PROG} COMMAND --help.
+Every other option is the command's own: {PROG} COMMAND --help. {PROG} --version: the version.
 """
 
 
@@ -47,7 +47,9 @@ def _kubectl_flags(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def _options(command: str) -> set[str]:
     """The option strings `priority-webhook COMMAND` accepts (so new options are used once they exist)."""
-    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(
+        a for a in dispatch.build_parser(only=command)._actions if isinstance(a, argparse._SubParsersAction)
+    )
     return {s for action in sub.choices[command]._actions for s in action.option_strings}
 
 
@@ -87,7 +89,7 @@ def _cluster_flags(flags: argparse.Namespace, options: set[str], *, explicit: bo
     if flags.context and "--context" not in options:
         return ["--kubeconfig", _context_kubeconfig(kubeconfig, flags.context)]
     if kubeconfig is None and explicit:
-        paths = kubeconfig_paths(None)
+        paths = _kubeconfig_paths(None)
         kubeconfig = paths[0] if len(paths) == 1 else _context_kubeconfig(None, flags.context)
     out = ["--kubeconfig", kubeconfig] if kubeconfig else []
     return out + (["--context", flags.context] if flags.context else [])
@@ -95,9 +97,9 @@ def _cluster_flags(flags: argparse.Namespace, options: set[str], *, explicit: bo
 
 def _context_kubeconfig(kubeconfig: str | None, context: str | None) -> str:
     """A private kubeconfig file holding only `context` (None: the current one), its cluster and user."""
-    paths = [p for p in kubeconfig_paths(kubeconfig) if os.path.exists(p)]
+    paths = [p for p in _kubeconfig_paths(kubeconfig) if os.path.exists(p)]
     if not paths:
-        raise InputError(f"kubeconfig {', '.join(kubeconfig_paths(kubeconfig))}: not found")
+        raise InputError(f"kubeconfig {', '.join(_kubeconfig_paths(kubeconfig))}: not found")
     merged = _merged(paths)
     context = context or merged["current-context"]
     contexts = {c.get("name"): c for c in merged["contexts"]}
@@ -120,6 +122,12 @@ def _context_kubeconfig(kubeconfig: str | None, context: str | None) -> str:
 
 
 _TEMPORARY: list[str] = []
+
+
+def _kubeconfig_paths(kubeconfig: str | None) -> list[str]:
+    from webhook.kube.config import kubeconfig_paths  # loads the kubernetes client: only when a cluster is
+
+    return kubeconfig_paths(kubeconfig)
 
 
 def _merged(paths: list[str]) -> dict[str, Any]:
@@ -158,13 +166,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"{PROG} {__version__}")
+        return 0
     try:
         translated = translate(argv)
     except InputError as err:
-        print(f"{PROG}: error: {cli.one_line(str(err))}", file=sys.stderr)
+        print(f"{PROG}: error: {dispatch.one_line(str(err))}", file=sys.stderr)
         return 2
     try:
-        return cli.main(translated)
+        return dispatch.main(translated, prog=PROG)
     finally:
         for path in _TEMPORARY:
             os.unlink(path)

@@ -25,7 +25,15 @@ from webhook.preemption.node.victim_search import (
 )
 from webhook.preemption.pods import preemptable
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
-from webhook.preemption.resources import _checked_request_views, request_views
+from webhook.preemption.resources import (
+    SCHEDULER,
+    SPEC,
+    _checked_request_views,
+    _scheduler_view,
+    request_views,
+    scheduler_pod_requests,
+)
+from webhook.preemption.semantics import Semantics
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -138,8 +146,19 @@ requests = st.dictionaries(resource_names, quantity, max_size=4)
 
 
 @SETTINGS
-@given(st.lists(st.one_of(st.none(), requests), max_size=4), st.booleans())
-def test_request_views_fast_path_matches_the_checked_path(containers, with_spec):
+@given(
+    st.lists(st.one_of(st.none(), requests), max_size=4),
+    st.booleans(),
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.just("spec"), requests), st.one_of(st.none(), st.just("spec"), requests)
+        ),
+        max_size=4,
+    ),
+    st.sampled_from([None, "Infeasible", "Deferred"]),
+    st.sampled_from([Semantics((1, 32)), Semantics((1, 33)), Semantics((1, 34))]),
+)
+def test_request_views_fast_path_matches_the_checked_path(containers, with_spec, statuses, resize, semantics):
     pod: dict[str, Any] = {"metadata": {"name": "p"}}
     if with_spec:
         pod["spec"] = {
@@ -148,4 +167,21 @@ def test_request_views_fast_path_matches_the_checked_path(containers, with_spec)
                 for i, r in enumerate(containers)
             ]
         }
-    assert request_views(pod) == _checked_request_views(pod)
+    # In-place resize: container statuses reporting running and allocated resources.
+    reported = []
+    for i, (running, allocated) in enumerate(statuses):
+        status: dict[str, Any] = {"name": f"c{i}"}
+        spec_requests = containers[i] if i < len(containers) and containers[i] is not None else {}
+        running = dict(spec_requests) if running == "spec" else running  # the steady state: as the spec
+        allocated = dict(spec_requests) if allocated == "spec" else allocated
+        if running is not None:
+            status["resources"] = {"requests": running}
+        if allocated is not None:
+            status["allocatedResources"] = allocated
+        reported.append(status)
+    pod["status"] = {"containerStatuses": reported}
+    if resize:
+        pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": resize}]
+    assert request_views(pod, semantics) == _checked_request_views(pod, semantics)
+    checked = _scheduler_view(pod, SCHEDULER if semantics.status_resources else SPEC, fast=False)
+    assert scheduler_pod_requests(pod, semantics) == checked

@@ -37,6 +37,7 @@ from webhook.preemption.cluster.planner import (
     eligibility,
     potential_nodes,
 )
+from webhook.preemption.semantics import Semantics
 
 U = Failure(UNSCHEDULABLE, ("Insufficient cpu",))
 UU = Failure(UNRESOLVABLE, ("node(s) didn't match Pod's node affinity/selector",))
@@ -437,17 +438,20 @@ def test_pf8_dry_run_reports_insufficient_cpu_when_the_filter_said_unschedulable
 
 
 def test_pf8_without_injected_statuses_a_request_above_allocatable_is_unresolvable():
-    """Since #131345 NodeResourcesFit itself returns UnschedulableAndUnresolvable for such a request."""
+    """Since #131345 (1.34) NodeResourcesFit itself returns UnschedulableAndUnresolvable for such a
+    request; the 1.33 scheduler tries preemption there in vain (the dry run reports the filter)."""
     objects = [
         node("node1", SMALL_NODE),
         node("node2", SMALL_NODE),
         pod("p1", "node1", 0),
         pod("p2", "node2", 0),
     ]
-    result = run(pod("pre", "", 1000, L), objects)
+    result = run(pod("pre", "", 1000, L), objects, semantics=Semantics((1, 34)))
     assert (
         result.message == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
+    result = run(pod("pre", "", 1000, L), objects, semantics=Semantics((1, 33)))
+    assert result.message == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
 
 
 def test_pf9_histogram_of_dry_run_failures():

@@ -7,6 +7,9 @@ import pytest
 from tests.preemption.planner_data.builders import HIGH, LOW, L, M, S, node, pod, preemptor, snapshot
 from webhook.preemption.cluster.filter import UNRESOLVABLE, UNSCHEDULABLE
 from webhook.preemption.cluster.planner import diagnose
+from webhook.preemption.semantics import Semantics
+
+V1_33, V1_34 = Semantics((1, 33)), Semantics((1, 34))
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 NO_EXECUTE = {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}
@@ -139,14 +142,32 @@ STATUS = [
     ("node_kw", "pods", "pre_kw", "expected"), [pytest.param(*row[1:], id=row[0]) for row in STATUS]
 )
 def test_node_status(node_kw, pods, pre_kw, expected):
+    """The scheduler from 1.34 (a request above allocatable is unresolvable, #131345)."""
+    assert node_status_of(node_kw, pods, pre_kw, V1_34) == expected
+
+
+def node_status_of(node_kw, pods, pre_kw, semantics):
     objects = [node("node1", **node_kw)]
     for name, prio, req, *ports in pods:
         objects.append(pod(name, "node1", prio, req, host_ports=ports[0] if ports else ()))
     pre_kw = dict(pre_kw)
     pre = preemptor(pod("pre", "", HIGH, pre_kw.pop("req", S), **pre_kw))
-    _, statuses = diagnose(pre, snapshot(objects, pre))
+    _, statuses = diagnose(pre, snapshot(objects, pre, semantics))
     status = statuses["node1"]
-    assert (None if status is None else (status.code, status.reasons)) == expected
+    return None if status is None else (status.code, status.reasons)
+
+
+@pytest.mark.parametrize(
+    ("node_kw", "pre_kw", "reason"),
+    [
+        ({"alloc": {"cpu": "200m", "memory": "1000"}}, {"req": L}, "Insufficient cpu"),
+        ({}, {"req": {"example.com/gpu": "1"}}, "Insufficient example.com/gpu"),
+    ],
+)
+def test_a_request_above_allocatable_is_unresolvable_from_1_34(node_kw, pre_kw, reason):
+    """1.33 (and before): plain Unschedulable, preemption is tried there in vain; 1.34+: #131345."""
+    assert node_status_of(node_kw, [], pre_kw, V1_33) == (UNSCHEDULABLE, (reason,))
+    assert node_status_of(node_kw, [], pre_kw, V1_34) == (UNRESOLVABLE, (reason,))
 
 
 def test_terminal_pods_hold_nothing():

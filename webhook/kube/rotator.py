@@ -1,0 +1,463 @@
+"""Run-time certificate rotation: the CA in a Secret, the serving certificate in the cert dir, the caBundle
+of the webhook configurations. One `Rotator.reconcile()` is one pass of reads and the writes they call for;
+`webhook.policy.rotation` decides which.
+
+Every replica runs the same loop; nothing is elected. Replicas racing each other are kept apart by the API
+server: the Secret is created once (409: another replica's CA is read and used) and updated with its
+resourceVersion (409: read again), the configurations are patched with a resourceVersion test and carry
+the Secret generation they were written from, so a replica with an older view never undoes a newer one.
+
+The Secret holds `ca.crt`/`ca.key` (the signing CA), `next-ca.crt`/`next-ca.key` while a successor waits to
+be trusted everywhere, and `ca-bundle.crt`, the PEM that every webhook entry's caBundle must carry. The
+serving key never leaves the pod: each replica issues its own certificate into its cert dir, where the
+server picks it up without a restart (webhook.server.tlscontext).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from webhook.files import tls
+from webhook.kube.eviction import call_json
+from webhook.policy.rotation import (
+    CAState,
+    Cert,
+    Published,
+    ServingCert,
+    Step,
+    advance,
+    all_trust,
+    ca_step,
+    needs_patch,
+    serving_renewal,
+)
+
+log = logging.getLogger(__name__)
+
+CA_CERT, CA_KEY = "ca.crt", "ca.key"
+NEXT_CERT, NEXT_KEY = "next-ca.crt", "next-ca.key"
+BUNDLE = "ca-bundle.crt"
+GENERATION = "priority-webhook.io/ca-generation"
+# Set on the Secret (any value) to have a new CA made now, with the same overlap as a scheduled one.
+RENEW = "priority-webhook.io/renew-ca"
+CONFIG_KINDS = {
+    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+# Steps one pass may apply to the Secret (CREATE, then nothing; or SYNC_TRUST then ADD_NEXT): a bound, so
+# a pass always ends.
+MAX_STEPS = 4
+
+
+@dataclass(frozen=True)
+class RotationSettings:
+    namespace: str
+    secret: str
+    configuration: str | None  # the name of both webhook configurations; None: none to keep current
+    service: str
+    cert_dir: Path
+    ca_lifetime: datetime.timedelta
+    cert_lifetime: datetime.timedelta
+
+    @property
+    def names(self) -> list[str]:
+        return tls.service_names(self.service, self.namespace)
+
+
+@dataclass
+class PassResult:
+    """What one pass found and did: `ready` once the serving certificate is trusted by every configuration."""
+
+    ready: bool
+    configurations_found: int
+    actions: list[str] = field(default_factory=list)
+
+
+def cert_info(cert: x509.Certificate) -> Cert:
+    """Our certificates start CLOCK_SKEW before they were made (see webhook.files.tls): their life counts
+    from the moment they were made."""
+    return Cert(
+        fingerprint=cert.fingerprint(hashes.SHA256()).hex(),
+        issued_at=cert.not_valid_before_utc + tls.CLOCK_SKEW,
+        not_after=cert.not_valid_after_utc,
+    )
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pair(cert_pem: bytes, key_pem: bytes) -> tls.KeyPair:
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("not an EC private key")
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+        raise ValueError("the key does not match the certificate")
+    return tls.KeyPair(cert, key)
+
+
+@dataclass
+class SecretView:
+    """The CA Secret as read: the decision state, the material behind it, and what an update needs."""
+
+    state: CAState | None
+    keys: dict[str, tls.KeyPair]  # fingerprint -> CA with its key (the signing and next CAs)
+    certs: dict[str, x509.Certificate]  # fingerprint -> every CA named in the state
+    obj: dict[str, Any] | None  # the Secret as the API returned it (None: absent)
+
+    @property
+    def generation(self) -> int:
+        """The generation annotation, even of a Secret whose data is unusable (0 when there is none)."""
+        if self.obj is None:
+            return 0
+        value = (self.obj["metadata"].get("annotations") or {}).get(GENERATION, "")
+        return int(value) if value.isdigit() else 0
+
+    @classmethod
+    def parse(cls, obj: dict[str, Any] | None) -> SecretView:
+        if obj is None:
+            return cls(None, {}, {}, None)
+        try:
+            data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
+            current = _key_pair(data[CA_CERT], data[CA_KEY])
+            upcoming = _key_pair(data[NEXT_CERT], data[NEXT_KEY]) if NEXT_CERT in data else None
+            bundle = x509.load_pem_x509_certificates(data[BUNDLE]) if data.get(BUNDLE) else []
+            annotations = obj["metadata"].get("annotations") or {}
+            generation = int(annotations.get(GENERATION, "0"))
+        except (KeyError, ValueError, TypeError) as err:
+            log.warning("CA Secret unusable (%s): a new CA replaces it", type(err).__name__)
+            return cls(None, {}, {}, obj)
+        keys = {cert_info(pair.cert).fingerprint: pair for pair in (current, upcoming) if pair is not None}
+        certs = {cert_info(c).fingerprint: c for c in bundle} | {fp: p.cert for fp, p in keys.items()}
+        state = CAState(
+            current=cert_info(current.cert),
+            next=cert_info(upcoming.cert) if upcoming is not None else None,
+            trusted=tuple(cert_info(c) for c in bundle),
+            generation=generation,
+            renew_requested=RENEW in annotations,
+        )
+        return cls(state, keys, certs, obj)
+
+    def bundle_pem(self, state: CAState) -> bytes:
+        return b"".join(_pem(self.certs[ca.fingerprint]) for ca in state.trusted)
+
+    def body(self, settings: RotationSettings, state: CAState) -> dict[str, Any]:
+        """The Secret holding `state`: what was read, with its data and generation replaced."""
+        if self.obj is not None:
+            obj = {key: value for key, value in self.obj.items() if key not in ("data", "stringData")}
+            metadata = dict(obj["metadata"])
+        else:
+            obj = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
+            metadata = {
+                "name": settings.secret,
+                "namespace": settings.namespace,
+                "labels": {
+                    "app.kubernetes.io/part-of": "priority-webhook",
+                    "app.kubernetes.io/component": "webhook",
+                    "app.kubernetes.io/managed-by": "priority-webhook",
+                },
+            }
+        annotations = {**(metadata.get("annotations") or {}), GENERATION: str(state.generation)}
+        if not state.renew_requested:
+            annotations.pop(RENEW, None)
+        metadata["annotations"] = annotations
+        obj["metadata"] = metadata
+        current = self.keys[state.current.fingerprint]
+        data = {CA_CERT: current.cert_pem(), CA_KEY: current.key_pem(), BUNDLE: self.bundle_pem(state)}
+        if state.next is not None:
+            upcoming = self.keys[state.next.fingerprint]
+            data |= {NEXT_CERT: upcoming.cert_pem(), NEXT_KEY: upcoming.key_pem()}
+        obj["data"] = {key: base64.b64encode(value).decode() for key, value in data.items()}
+        return obj
+
+
+@dataclass
+class ConfigView:
+    kind: str
+    obj: dict[str, Any]
+
+    @property
+    def published(self) -> Published:
+        bundles = []
+        for hook in self.obj.get("webhooks") or []:
+            encoded = (hook.get("clientConfig") or {}).get("caBundle") or ""
+            try:
+                found = x509.load_pem_x509_certificates(base64.b64decode(encoded))
+            except ValueError:
+                found = []
+            bundles.append(tuple(cert_info(cert).fingerprint for cert in found))
+        annotation = (self.obj["metadata"].get("annotations") or {}).get(GENERATION)
+        generation = int(annotation) if annotation and annotation.isdigit() else None
+        return Published(tuple(bundles), generation)
+
+
+class Conflict(Exception):
+    """Another replica changed the object since this pass read it: read again."""
+
+
+class Rotator:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        settings: RotationSettings,
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self.api, self.settings, self.clock = api_client, settings, clock
+
+    # -- the CA Secret ----------------------------------------------------------------------------------
+    def _secret_path(self, name: str | None = None) -> str:
+        path = f"/api/v1/namespaces/{self.settings.namespace}/secrets"
+        return f"{path}/{name}" if name else path
+
+    def read_secret(self) -> SecretView:
+        try:
+            return SecretView.parse(call_json(self.api, "GET", self._secret_path(self.settings.secret)))
+        except ApiException as err:
+            if err.status == 404:
+                return SecretView.parse(None)
+            raise
+
+    def _write_secret(self, view: SecretView, state: CAState) -> None:
+        body = view.body(self.settings, state)
+        try:
+            if view.obj is None:
+                call_json(self.api, "POST", self._secret_path(), body)
+            else:
+                call_json(self.api, "PUT", self._secret_path(self.settings.secret), body)
+        except ApiException as err:
+            if err.status == 409:  # created or changed by another replica first: use theirs
+                raise Conflict from None
+            raise
+
+    def _settle_ca(self, configs: list[ConfigView], actions: list[str]) -> SecretView:
+        """Apply the Secret's due steps, one at a time, re-reading after each write (or lost race)."""
+        view = self.read_secret()
+        for _ in range(MAX_STEPS):
+            now = self.clock()
+            published = [c.published for c in configs]
+            upcoming = view.state.next if view.state is not None else None
+            step = ca_step(
+                view.state, now, next_published=upcoming is None or all_trust(published, upcoming.fingerprint)
+            )
+            if step is Step.KEEP:
+                return view
+            fresh = None
+            if step in (Step.CREATE, Step.ADD_NEXT):
+                pair = tls.create_ca(
+                    f"{self.settings.service}.{self.settings.namespace}.svc CA",
+                    lifetime=self.settings.ca_lifetime,
+                )
+                fresh = cert_info(pair.cert)
+                view.keys[fresh.fingerprint], view.certs[fresh.fingerprint] = pair, pair.cert
+            floor = max([c.published.generation or 0 for c in configs] + [view.generation])
+            state = advance(view.state, step, now, fresh, generation_floor=floor)
+            try:
+                self._write_secret(view, state)
+                actions.append(f"CA Secret: {step.value} (generation {state.generation})")
+            except Conflict:
+                actions.append(f"CA Secret: {step.value} lost to another replica")
+            view = self.read_secret()
+        return view
+
+    # -- the webhook configurations -----------------------------------------------------------------------
+    def read_configs(self) -> list[ConfigView]:
+        name = self.settings.configuration
+        if name is None:
+            return []
+        found = []
+        for kind, path in CONFIG_KINDS.items():
+            try:
+                found.append(ConfigView(kind, call_json(self.api, "GET", f"{path}/{name}")))
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+        return found
+
+    def _patch_config(self, config: ConfigView, state: CAState, bundle: bytes) -> bool:
+        metadata = config.obj["metadata"]
+        encoded = base64.b64encode(bundle).decode()
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": metadata["resourceVersion"]}
+        ]
+        ops += [
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": encoded}
+            for i, _ in enumerate(config.obj.get("webhooks") or [])
+        ]
+        if metadata.get("annotations"):
+            ops.append(
+                {
+                    "op": "add",
+                    "path": "/metadata/annotations/" + GENERATION.replace("/", "~1"),
+                    "value": str(state.generation),
+                }
+            )
+        else:
+            ops.append(
+                {"op": "add", "path": "/metadata/annotations", "value": {GENERATION: str(state.generation)}}
+            )
+        path = f"{CONFIG_KINDS[config.kind]}/{metadata['name']}"
+        try:
+            config.obj = call_json(self.api, "PATCH", path, ops, content_type="application/json-patch+json")
+        except ApiException as err:
+            # 409 or 422 (the resourceVersion test failed): changed since it was read; the next pass sees it.
+            if err.status in (409, 422):
+                return False
+            raise
+        return True
+
+    # -- the serving certificate ------------------------------------------------------------------------
+    def read_serving(self, view: SecretView) -> ServingCert | None:
+        cert_file = self.settings.cert_dir / tls.TLS_CERT
+        key_file = self.settings.cert_dir / tls.TLS_KEY
+        try:
+            pair = tls.load_key_pair(cert_file, key_file)
+        except (OSError, ValueError):
+            return None
+        issuer = None
+        for fingerprint, ca in view.certs.items():
+            try:
+                pair.cert.verify_directly_issued_by(ca)
+            except (InvalidSignature, ValueError, TypeError):
+                continue
+            issuer = fingerprint
+            break
+        try:
+            sans = pair.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            return ServingCert(cert_info(pair.cert), issuer, ())
+        names = [*sans.get_values_for_type(x509.DNSName), *map(str, sans.get_values_for_type(x509.IPAddress))]
+        return ServingCert(cert_info(pair.cert), issuer, tuple(names))
+
+    def _issue(self, signer: tls.KeyPair) -> tls.KeyPair:
+        self.settings.cert_dir.mkdir(parents=True, exist_ok=True)
+        serving = tls.create_serving_cert(signer, self.settings.names, lifetime=self.settings.cert_lifetime)
+        # Key before certificate: the server reloads when tls.crt changes and then finds the matching key.
+        tls.write_file(self.settings.cert_dir / tls.TLS_KEY, serving.key_pem(), 0o600)
+        tls.write_file(self.settings.cert_dir / tls.TLS_CERT, serving.cert_pem(), 0o644)
+        return serving
+
+    def _write_bundle(self, bundle: bytes) -> None:
+        """`ca.crt` in the cert dir: the CAs a client of this replica may trust (as the API server does)."""
+        path = self.settings.cert_dir / tls.CA_CERT
+        try:
+            if path.read_bytes() == bundle:
+                return
+        except OSError:
+            pass
+        self.settings.cert_dir.mkdir(parents=True, exist_ok=True)
+        tls.write_file(path, bundle, 0o644)
+
+    # -- one pass ---------------------------------------------------------------------------------------
+    def reconcile(self) -> PassResult:
+        actions: list[str] = []
+        configs = self.read_configs()
+        view = self._settle_ca(configs, actions)
+        state = view.state
+        if state is None:  # every step lost a race: the next pass reads the winner's
+            return PassResult(False, len(configs), actions)
+        bundle = view.bundle_pem(state)
+        for config in configs:
+            name = config.obj["metadata"]["name"]
+            if needs_patch(config.published, state) and self._patch_config(config, state, bundle):
+                actions.append(f"{config.kind} {name}: caBundle of {len(state.trusted)} CA(s)")
+        self._write_bundle(bundle)
+        serving = self.read_serving(view)
+        reason = serving_renewal(serving, state.current, self.settings.names, self.clock())
+        if reason is not None:
+            issued = self._issue(view.keys[state.current.fingerprint])
+            serving = ServingCert(
+                cert_info(issued.cert), state.current.fingerprint, tuple(self.settings.names)
+            )
+            until = issued.cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+            actions.append(f"serving certificate issued ({reason}), valid until {until}")
+        assert serving is not None
+        ready = serving.issuer is not None and all_trust((c.published for c in configs), serving.issuer)
+        return PassResult(ready, len(configs), actions)
+
+    def reconcile_logged(self) -> PassResult | None:
+        """One pass; API and connection errors are logged in one line (the next pass retries)."""
+        try:
+            result = self.reconcile()
+        except ApiException as err:
+            log.warning("certificate rotation: HTTP %s %s", err.status, err.reason)
+            return None
+        except (HTTPError, OSError) as err:
+            log.warning("certificate rotation: %s", " ".join(str(err).split())[:300])
+            return None
+        except Exception as err:
+            # The loop must outlive a bug, or an object it cannot use: the next pass tries again.
+            log.error("certificate rotation: %s: %s", type(err).__name__, " ".join(str(err).split())[:300])
+            return None
+        for action in result.actions:
+            log.info("certificate rotation: %s", action)
+        return result
+
+    def wait_ready(self, interval: float, stop: threading.Event) -> bool:
+        """Passes until the serving certificate is trusted by every configuration found (False if stopped)."""
+        while not stop.is_set():
+            result = self.reconcile_logged()
+            if result is not None and result.ready:
+                return True
+            stop.wait(min(interval, FAST_INTERVAL))
+        return False
+
+    def run(self, interval: float, stop: threading.Event, wake: threading.Event) -> None:
+        """A pass every `interval` seconds, and at once when `wake` is set, until `stop`."""
+        while not stop.is_set():
+            wake.clear()
+            self.reconcile_logged()
+            wake.wait(interval)
+
+    def start(self, interval: float) -> threading.Event:
+        """`run` on a daemon thread, woken by a watch on each webhook configuration: one re-created without
+        a caBundle (a Helm or Argo CD hook) is patched within moments, not at the next interval. Set the
+        returned event to stop. (Call it once the metrics directory is chosen: the watches count events.)"""
+        from webhook.kube.reflector import Reflector
+
+        stop, wake = threading.Event(), threading.Event()
+        if self.settings.configuration is not None:
+            for path in CONFIG_KINDS.values():
+                Reflector(
+                    self.api,
+                    path,
+                    _Waker(wake),
+                    name=path.rsplit("/", 1)[1],
+                    field_selector=f"metadata.name={self.settings.configuration}",
+                ).start()
+        threading.Thread(
+            target=self.run, args=(interval, stop, wake), name="cert-rotation", daemon=True
+        ).start()
+        return stop
+
+
+class _Waker:
+    """A reflector's store that keeps nothing: any change to a watched configuration wakes the loop."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+
+    def replace(self, objects: list[dict], resource_version: str) -> None:
+        self.wake.set()
+
+    def apply(self, event_type: str, obj: dict) -> None:
+        self.wake.set()
+
+
+# How often a pass runs while the webhook is not ready yet.
+FAST_INTERVAL = 1.0
