@@ -1,8 +1,10 @@
 """HTTP benchmark: `priority-webhook serve` against a constant-response floor, same gunicorn settings.
 
-Both servers run over TLS on loopback with the same workers/threads (gthread, keep-alive); `wrk` POSTs a
-realistic pod AdmissionReview to /mutate, alternating the two servers round by round so that a noisy
-machine affects both alike. Prints both throughputs, their ratio, and both p99 latencies.
+The servers run over TLS on loopback with the same workers/threads and keep-alive; `wrk` POSTs a realistic
+pod AdmissionReview to /mutate, alternating the servers round by round so that a noisy machine affects all
+alike. Each of the webhook and the floor runs twice: with the serving worker of `serve` (the asyncio one)
+and with gunicorn's gthread worker, the one used before (`--no-gthread` skips those). Prints throughputs,
+p50/p99 latencies, and ratios per round (medians).
 
     .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8]
 
@@ -181,9 +183,13 @@ class Server:
                 self.process.kill()
 
 
-def start(name: str, cmd: list[str], port: int, ca: Path, log: Path) -> Server:
+def start(
+    name: str, cmd: list[str], port: int, ca: Path, log: Path, env: dict[str, str] | None = None
+) -> Server:
     with open(log, "wb") as out:
-        process = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
     server = Server(name, f"https://127.0.0.1:{port}", process)
     session = requests.Session()
     session.trust_env = False
@@ -194,8 +200,8 @@ def start(name: str, cmd: list[str], port: int, ca: Path, log: Path) -> Server:
         try:
             if session.get(server.url + "/healthz", verify=str(ca), timeout=2).status_code == 200:
                 return server
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # a worker still booting on a loaded machine
         time.sleep(0.1)  # startup poll in a script, bounded by the deadline
     server.stop()
     raise SystemExit(f"{name} did not start: {log.read_text()}")
@@ -247,6 +253,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--no-gthread",
+        dest="gthread",
+        action="store_false",
+        help="skip the runs with gunicorn's gthread worker (the serving design used before)",
+    )
     args = parser.parse_args()
     wrk = ensure_wrk()
 
@@ -260,67 +272,53 @@ def main() -> int:
         review = realistic_review()
         review_file.write_text(json.dumps(review))
         shape = ["--cert-dir", str(certs), "--workers", str(args.workers), "--threads", str(args.threads)]
-        p1, p2 = free_port(), free_port()
-        ours = start(
-            "webhook",
-            [
+        classes = ["--classes", str(REPO / "examples" / "priorityclasses.yaml")]
+        designs = {"": {}}
+        if args.gthread:
+            designs["-gthread"] = {"PRIORITY_WEBHOOK_WORKER_CLASS": "gthread"}
+        for suffix, env in designs.items():
+            port = free_port()
+            serve = [
                 sys.executable,
                 "-m",
                 "webhook",
                 "serve",
                 "--bind",
-                f"127.0.0.1:{p1}",
+                f"127.0.0.1:{port}",
                 *shape,
-                "--classes",
-                str(REPO / "examples" / "priorityclasses.yaml"),
-            ],
-            p1,
-            ca,
-            work / "webhook.log",
-        )
-        servers.append(ours)
-        floor = start(
-            "floor",
-            [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{p2}", *shape],
-            p2,
-            ca,
-            work / "floor.log",
-        )
-        servers.append(floor)
+                *classes,
+            ]
+            servers.append(start("webhook" + suffix, serve, port, ca, work / f"webhook{suffix}.log", env))
+            port = free_port()
+            floor_cmd = [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{port}", *shape]
+            servers.append(start("floor" + suffix, floor_cmd, port, ca, work / f"floor{suffix}.log", env))
 
-        check = requests.post(ours.url + "/mutate", json=review, verify=str(ca), timeout=5).json()["response"]
-        assert check["allowed"] and check["patchType"] == "JSONPatch", check
+        for server in servers:
+            if server.name.startswith("webhook"):
+                check = requests.post(server.url + "/mutate", json=review, verify=str(ca), timeout=5).json()
+                assert check["response"]["allowed"] and check["response"]["patchType"] == "JSONPatch", check
 
-        for server in (ours, floor):  # warm up: imports, first TLS sessions, caches
+        for server in servers:  # warm up: imports, first TLS sessions, caches
             run_wrk(wrk, server, args, review_file, 2)
-        results: dict[str, list[Round]] = {"webhook": [], "floor": []}
+        results: dict[str, list[Round]] = {server.name: [] for server in servers}
         for i in range(args.rounds):
-            order = (ours, floor) if i % 2 == 0 else (floor, ours)
+            order = servers if i % 2 == 0 else servers[::-1]
             for server in order:
                 r = run_wrk(wrk, server, args, review_file, args.duration)
                 results[server.name].append(r)
                 print(
-                    f"round {i + 1} {server.name:8s} {r.rps:8.0f} req/s  p50 {r.p50_ms:6.2f} ms  "
+                    f"round {i + 1} {server.name:16s} {r.rps:8.0f} req/s  p50 {r.p50_ms:6.2f} ms  "
                     f"p99 {r.p99_ms:6.2f} ms",
                     file=sys.stderr,
                 )
 
-        def summary(rounds: list[Round]) -> tuple[float, float]:
-            return statistics.median(r.rps for r in rounds), statistics.median(r.p99_ms for r in rounds)
-
-        (w_rps, w_p99), (f_rps, f_p99) = summary(results["webhook"]), summary(results["floor"])
-        # Each round runs both servers back to back: the ratio within a round is the least exposed to load
+        # Each round runs every server back to back: the ratio within a round is the least exposed to load
         # from elsewhere on the machine drifting between rounds; the median of those is the headline.
-        pairs = list(zip(results["webhook"], results["floor"], strict=True))
-        rps_ratio = statistics.median(w.rps / f.rps for w, f in pairs)
-        p99_ratio = statistics.median(w.p99_ms / f.p99_ms for w, f in pairs)
-        figures = {
-            "webhook_rps": round(w_rps),
-            "floor_rps": round(f_rps),
-            "throughput_ratio": round(rps_ratio, 3),
-            "webhook_p99_ms": round(w_p99, 2),
-            "floor_p99_ms": round(f_p99, 2),
-            "p99_ratio": round(p99_ratio, 3),
+        def ratio(a: str, b: str, field: str) -> float:
+            pairs = zip(results[a], results[b], strict=True)
+            return round(statistics.median(getattr(x, field) / getattr(y, field) for x, y in pairs), 3)
+
+        figures: dict[str, object] = {
             "review_bytes": len(review_file.read_bytes()),
             "rounds": args.rounds,
             "duration_s": args.duration,
@@ -332,9 +330,26 @@ def main() -> int:
             f"review body: {figures['review_bytes']} bytes; {args.rounds} rounds x {args.duration:g} s, "
             f"{args.connections} connections, {args.workers} workers x {args.threads} threads (medians)"
         )
-        print(f"webhook  {w_rps:8.0f} req/s  p99 {w_p99:6.2f} ms")
-        print(f"floor    {f_rps:8.0f} req/s  p99 {f_p99:6.2f} ms")
-        print(f"ratio    throughput {rps_ratio:.3f}  p99 {p99_ratio:.3f}  (median of per-round ratios)")
+        for name, rounds in results.items():
+            rps = statistics.median(r.rps for r in rounds)
+            p50 = statistics.median(r.p50_ms for r in rounds)
+            p99 = statistics.median(r.p99_ms for r in rounds)
+            figures[name] = {"rps": round(rps), "p50_ms": round(p50, 2), "p99_ms": round(p99, 2)}
+            print(f"{name:16s} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
+        comparisons = [("webhook", "floor")]
+        if args.gthread:
+            comparisons += [
+                ("webhook", "floor-gthread"),
+                ("webhook", "webhook-gthread"),
+                ("floor", "floor-gthread"),
+            ]
+        for a, b in comparisons:
+            rps_ratio, p99_ratio = ratio(a, b, "rps"), ratio(a, b, "p99_ms")
+            figures[f"{a}/{b}"] = {"throughput": rps_ratio, "p99": p99_ratio}
+            print(
+                f"{a + ' / ' + b:32s} throughput {rps_ratio:.3f}  p99 {p99_ratio:.3f}  "
+                "(median of per-round ratios)"
+            )
         if args.json:
             print(json.dumps(figures))
         return 0

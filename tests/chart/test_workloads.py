@@ -239,6 +239,16 @@ def test_a_stop_budget_without_drain_time_is_refused(chart: helm.Chart) -> None:
         render(chart, values)
 
 
+def test_a_stalled_replica_leaves_the_service_before_the_webhook_timeout(rendered: Render) -> None:
+    probe = container(rendered({}).one("Deployment", FULLNAME))["readinessProbe"]
+    worst = probe["periodSeconds"] + probe["failureThreshold"] * max(
+        probe["periodSeconds"], probe["timeoutSeconds"]
+    )
+    assert (
+        worst < 5 and probe["failureThreshold"] >= 2
+    )  # admission.timeoutSeconds; one slow probe is no stall
+
+
 def test_a_pdb_that_blocks_every_drain_is_refused(chart: helm.Chart) -> None:
     values = {"webhook": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 2}}}
     with pytest.raises(helm.HelmRenderError, match="or no node could ever be drained"):

@@ -6,7 +6,9 @@ import http.client
 import json
 import socket
 import ssl
+import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,26 @@ def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookS
     tmp = tmp_path_factory.mktemp("strict")
     with webhook_server(
         tmp, "--classes", str(EXAMPLE_CLASSES), "--read-timeout", str(READ_TIMEOUT)
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def limited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+    """One worker holding at most 8 connections, idle ones for 1 s; a request deadline longer than the tests."""
+    tmp = tmp_path_factory.mktemp("limited")
+    with webhook_server(
+        tmp,
+        "--classes",
+        str(EXAMPLE_CLASSES),
+        "--workers",
+        "1",
+        "--max-connections",
+        "8",
+        "--keepalive",
+        "1",
+        "--read-timeout",
+        "60",
     ) as running:
         yield running
 
@@ -91,7 +113,9 @@ def test_tls_1_1_is_refused_and_1_2_accepted(server: WebhookServer) -> None:
     old = tls_client(server)
     old.set_ciphers("DEFAULT:@SECLEVEL=0")
     old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
-    with pytest.raises(ssl.SSLError, match=r"(?i)protocol version"):  # the server's alert
+    # The server refuses the handshake (asyncio's TLS drops the connection without sending its alert, so the
+    # client sees either the alert or the connection end).
+    with pytest.raises(ssl.SSLError, match=r"(?i)protocol version|EOF"):
         raw_tls(server, old).close()
     v12 = tls_client(server)
     v12.maximum_version = ssl.TLSVersion.TLSv1_2
@@ -194,20 +218,54 @@ def test_chunked_body_is_cut_at_the_limit(server: WebhookServer) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content_type", "error"),
+    ("request_bytes", "status", "error"),
     [
-        ("application/json", f"body: stalled for {READ_TIMEOUT:g} s before its end"),  # while reading it
-        ("text/plain", "Content-Type: must be application/json, got 'text/plain'"),  # while draining it
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: abc\r\n\r\n{}",
+            400,
+            "request: malformed request line or headers",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\n\r\n" % (b"a" * 100 * 1024),
+            431,
+            "headers: the request line and headers are over the 16384-byte limit",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+            400,
+            "body: malformed",
+        ),
+        (b"NOT AN HTTP REQUEST\r\n\r\n", 400, "request: malformed request line or headers"),
+        (b"POST /mutate HTTP/1.1\r\n\r\n", 400, "request: malformed request line or headers"),  # no Host
     ],
+    ids=["non-numeric Content-Length", "100 KB header", "bad chunk size", "bad request line", "no Host"],
 )
-def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(
-    strict_server: WebhookServer, content_type: str, error: str
+def test_requests_that_cannot_be_parsed_get_the_one_line_json_error(
+    server: WebhookServer, request_bytes: bytes, status: int, error: str
 ) -> None:
-    # More silent clients than the server has threads (2 workers x 8): without a read timeout the last ones
-    # would never be answered, and neither would anyone else.
+    """Refused before any app code runs (gunicorn answered these with an HTML page)."""
+    with raw_tls(server) as sock:
+        with suppress(OSError):  # the server may answer and stop reading before all of it is sent
+            sock.sendall(request_bytes)
+        got, headers, body = read_response(sock)
+        assert closed_by_server(sock)
+    assert got == status
+    assert headers["content-type"] == "application/json"
+    assert body.count(b"\n") == 0 and b"<" not in body
+    assert json.loads(body)["error"].startswith(error)
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
+def test_stalled_bodies_are_refused_at_the_request_deadline(
+    strict_server: WebhookServer, content_type: str
+) -> None:
+    # More stalled clients than the server has threads (2 workers x 8): each is answered 408 at its deadline
+    # (whatever its Content-Type: the app sees only complete requests) and its connection closed.
     stalled = []
     for _ in range(20):
-        sock = raw_tls(strict_server, timeout=30)  # a handshake waits for a free thread
+        sock = raw_tls(strict_server, timeout=30)
         sock.sendall(
             b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: %s\r\n"
             b'Content-Length: 1000\r\n\r\n{"apiVersion"' % content_type.encode()
@@ -217,8 +275,8 @@ def test_stalled_bodies_are_refused_and_do_not_hold_the_threads(
         with sock:
             status, _, body = read_response(sock)  # the client stays silent
             assert sock.recv(1) == b""  # and the server has closed the connection
-        assert status == 400
-        assert json.loads(body)["error"] == error
+        assert status == 408
+        assert json.loads(body)["error"] == f"request: not complete within {READ_TIMEOUT:g} s"
     assert strict_server.review("/mutate", review(pod())).status_code == 200
 
 
@@ -229,24 +287,51 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-@pytest.mark.parametrize("stage", ["handshake", "headers"])
-def test_clients_silent_before_their_request_are_dropped(strict_server: WebhookServer, stage: str) -> None:
-    """gthread hands a connection to a thread at its first byte; a client that then goes quiet during the
-    handshake or the headers must not keep that thread. Without the bound, the server would never close
-    these connections and `recv` here would time out."""
+@pytest.mark.parametrize("stage", ["handshake", "after handshake", "headers"])
+def test_clients_silent_before_their_request_ends_are_dropped(
+    strict_server: WebhookServer, stage: str
+) -> None:
+    """A client that goes quiet during the handshake, after it, or in the middle of its headers is dropped at
+    the deadline (one that started a request is told why: 408 with the JSON error)."""
     silent: list[socket.socket] = []
     for _ in range(4):
         if stage == "handshake":
             sock = socket.create_connection((strict_server.host, strict_server.port), timeout=10)
             sock.sendall(b"\x16\x03\x01")  # the start of a TLS ClientHello record, and nothing more
+        elif stage == "after handshake":
+            sock = raw_tls(strict_server)
         else:
             sock = raw_tls(strict_server)
             sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: loc")
         silent.append(sock)
     for sock in silent:
         with sock:
+            if stage == "headers":
+                status, _, body = read_response(sock)  # type: ignore[arg-type]
+                assert status == 408 and json.loads(body)["error"].startswith("request: not complete")
             assert closed_by_server(sock)
     assert strict_server.review("/mutate", review(pod())).status_code == 200
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_keepalive(limited_server: WebhookServer) -> None:
+    with raw_tls(limited_server, timeout=30) as sock:
+        sock.sendall(mutate_request("kept"))
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "kept"
+        answered = time.monotonic()
+        assert closed_by_server(sock)
+        assert time.monotonic() - answered >= 0.9  # kept for --keepalive 1 (less the clock's grain)
+
+
+def test_at_max_connections_the_oldest_waiting_connection_makes_room(limited_server: WebhookServer) -> None:
+    """Ten silent clients on a worker that holds eight: the oldest ones are closed, and a review on a new
+    connection is answered at once (with a 60 s deadline, nothing else would close them)."""
+    silent = [raw_tls(limited_server, timeout=30) for _ in range(10)]
+    try:
+        assert limited_server.review("/mutate", review(pod())).status_code == 200
+        assert closed_by_server(silent[0]) and closed_by_server(silent[1])
+    finally:
+        for sock in silent:
+            sock.close()
 
 
 def test_chunked_body_under_the_limit_is_answered(server: WebhookServer) -> None:

@@ -21,6 +21,7 @@ from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
 # its metrics are imported by each worker, after that).
 from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
+from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT
 from webhook.server.store import StoreSpec, open_store
 from webhook.server.tlscontext import ReloadingContext
 
@@ -67,7 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
-        "--threads", type=_positive, default=8, help="threads per process (default: %(default)s)"
+        "--threads",
+        type=_positive,
+        default=8,
+        help="threads per process that run complete requests (default: %(default)s)",
     )
     parser.add_argument(
         "--graceful-timeout",
@@ -79,10 +83,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--read-timeout",
         type=_positive_float,
-        default=10.0,
+        default=REQUEST_TIMEOUT,
         metavar="SECONDS",
-        help="longest a client may stay silent during the TLS handshake, its first request's headers or a "
-        "request body before the connection is dropped (default: %(default)s)",
+        help="longest a client may take for the TLS handshake, and for a whole request (line, headers and "
+        "body) from its first byte; slower requests are answered 408 and their connection closed "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--keepalive",
+        type=_positive_float,
+        default=KEEPALIVE,
+        metavar="SECONDS",
+        help="how long an idle kept-alive connection stays open (default: %(default)s; the API server "
+        "keeps its idle connections for 90 s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help="connections each worker process holds at most; at the limit, the one that has waited longest "
+        "for its client is closed to make room (default: %(default)s)",
     )
     rotation = parser.add_argument_group(
         "certificates issued by the webhook itself (needs --kubeconfig or --in-cluster)",
@@ -206,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         graceful_timeout=args.graceful_timeout,
         read_timeout=args.read_timeout,
+        keepalive=args.keepalive,
+        max_connections=args.max_connections,
         access_log=args.access_log,
         log_level=args.log_level,
     )

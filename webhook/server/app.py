@@ -23,11 +23,10 @@ from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.server import metrics
+from webhook.server.limits import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
-# An UPDATE review carries the object twice, each up to the API server's 3 MiB request limit.
-MAX_BODY_BYTES = 7 * 1024 * 1024
 # Longest silence while reading a body; the API server's default webhook timeout is 10 s.
 BODY_TIMEOUT = 10.0
 # How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the

@@ -1,8 +1,9 @@
-"""Run the webhook under gunicorn: TLS only, gthread workers with keep-alive, graceful SIGTERM.
+"""Run the webhook under gunicorn: TLS only, our asyncio worker with keep-alive, graceful SIGTERM.
 
 Why these settings:
-- `gthread`: a sync worker closes the connection after each response, so every review would pay a TLS
-  handshake; gthread keeps connections alive and serves `threads` requests at once per worker.
+- the worker class is webhook.server.worker.AsyncWorker: connections are owned by an asyncio loop that
+  reads each request whole, under one deadline, before `threads` pool threads run it, so slow or silent
+  clients cost no thread (gunicorn's gthread reads requests in its pool threads: see that module).
 - keep-alive of 75 s: the API server keeps idle connections to a webhook for about a minute and a half
   (Go's default), so a short server-side keep-alive would mean a fresh handshake for most reviews.
 - the app is loaded in each worker after the fork (no preload), so a cluster-backed class store opens
@@ -28,12 +29,17 @@ from gunicorn.app.base import BaseApplication
 from webhook.files.tls import TLS_CERT, TLS_KEY
 from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, Limits
 from webhook.server.store import StoreSpec, close_store, open_store
 from webhook.server.tlscontext import ReloadingContext
 
 log = logging.getLogger(__name__)
 
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+WORKER_CLASS = "webhook.server.worker.AsyncWorker"
+# For measurements only (benchmarks compare the serving designs in one run): another gunicorn worker
+# class, e.g. `gthread`, the one used before. Its bounds on slow clients are weaker (see worker.py).
+WORKER_CLASS_ENV = "PRIORITY_WEBHOOK_WORKER_CLASS"
 
 
 @dataclass
@@ -44,9 +50,10 @@ class ServeSettings:
     options: PodOptions = DEFAULT_POD_OPTIONS
     workers: int = 2
     threads: int = 8
-    keepalive: int = 75
+    keepalive: float = KEEPALIVE
+    max_connections: int = MAX_CONNECTIONS
     graceful_timeout: int = 25
-    read_timeout: float = 10.0
+    read_timeout: float = REQUEST_TIMEOUT
     access_log: bool = False
     log_level: str = "info"
 
@@ -69,8 +76,9 @@ class WebhookApplication(BaseApplication):
             "bind": [s.bind],
             "workers": s.workers,
             "threads": s.threads,
-            "worker_class": "gthread",
-            "keepalive": s.keepalive,
+            "worker_class": os.environ.get(WORKER_CLASS_ENV) or WORKER_CLASS,
+            "keepalive": max(1, round(s.keepalive)),  # gunicorn's own is whole seconds; ours is exact
+            "worker_connections": s.max_connections,
             "graceful_timeout": s.graceful_timeout,
             "timeout": 30,
             "preload_app": False,
@@ -88,6 +96,13 @@ class WebhookApplication(BaseApplication):
         }
         for key, value in config.items():
             self.cfg.set(key, value)
+
+    def serving_limits(self) -> Limits:
+        """Read by the worker (webhook.server.worker): gunicorn has no setting for a request deadline."""
+        s = self.settings
+        return Limits(
+            request_timeout=s.read_timeout, keepalive=s.keepalive, max_connections=s.max_connections
+        )
 
     def _ssl_context(self, conf: Any, default_factory: Any) -> Any:
         # Called per accepted connection: the current (possibly just rotated) certificate.

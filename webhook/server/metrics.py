@@ -78,6 +78,22 @@ CERTIFICATE_NOT_AFTER = Gauge(
     ["file"],
     multiprocess_mode="livemin",
 )
+OPEN_CONNECTIONS = Gauge(
+    "priority_webhook_open_connections",
+    "Client connections the serving processes hold (TLS handshakes, requests being read or answered, idle "
+    "kept-alive ones); each worker holds at most --max-connections.",
+    multiprocess_mode="livesum",
+)
+CONNECTIONS_CLOSED = Counter(
+    "priority_webhook_connections_closed_by_server",
+    "Connections the server closed before the client did, by reason: handshake (failed or not done within "
+    "--read-timeout), silent (no request within --read-timeout), deadline (a request not complete within "
+    "--read-timeout, answered 408), protocol (a malformed or too large request, answered 4xx), idle (kept "
+    "alive for --keepalive without a request), limit (the oldest waiting connection, to make room at "
+    "--max-connections), write (the client did not read its answer).",
+    ["reason"],
+)
+CLOSE_REASONS = ("handshake", "silent", "deadline", "protocol", "idle", "limit", "write")
 CERTIFICATE_EXPIRY = "priority_webhook_serving_certificate_expiry_seconds"
 CERTIFICATE_EXPIRY_HELP = (
     "Seconds until the serving certificate in use expires (negative once expired); computed at scrape time "
@@ -106,11 +122,20 @@ def initialize() -> None:
     for webhook, operation, resource in ROUTES:
         for result in FAILURE_RESULTS:
             ADMISSION_REQUESTS.labels(webhook, operation, resource, result)
+    for reason in CLOSE_REASONS:
+        CONNECTIONS_CLOSED.labels(reason)
 
 
 def observe(webhook: str, operation: str, resource: str, result: str, seconds: float) -> None:
     ADMISSION_REQUESTS.labels(webhook, operation, resource, result).inc()
     ADMISSION_DURATION.labels(webhook, operation, resource, result).observe(seconds)
+
+
+def observe_connections(open_now: int, closed: dict[str, int]) -> None:
+    """A worker's connection count now, and the closes it made since its last report."""
+    OPEN_CONNECTIONS.set(open_now)
+    for reason, count in closed.items():
+        CONNECTIONS_CLOSED.labels(reason).inc(count)
 
 
 def set_certificate_not_after(cert_file: str, timestamp: float) -> None:

@@ -1,9 +1,9 @@
 """The server's TLS settings, and certificate rotation without a restart.
 
-gunicorn asks its `ssl_context` hook for a context on every accepted connection (gthread worker,
-`gunicorn.sock.ssl_wrap_socket`), so rotation needs no SNI trick: the hook returns the current context
-of a `ReloadingContext`, which re-reads `tls.crt`/`tls.key` when their identity changed. Connections
-already open keep the context they were wrapped with, so nothing in flight is disturbed.
+The serving worker (webhook.server.worker) asks gunicorn's `ssl_context` hook for a context on every
+accepted connection (as gunicorn's own workers do), so rotation needs no SNI trick: the hook returns the
+current context of a `ReloadingContext`, which re-reads `tls.crt`/`tls.key` when their identity changed.
+Connections already open keep the context they were wrapped with, so nothing in flight is disturbed.
 
 The expiry of the certificate in use is exported by the process that serves with it (a gunicorn worker,
 on its first connection and after each reload), never by the master, which serves nothing: a stale
@@ -57,7 +57,8 @@ class _QuietTimeoutSocket(ssl.SSLSocket):
 
 
 class BoundedServerContext(ssl.SSLContext):
-    """An SSLContext whose server sockets start with a timeout.
+    """An SSLContext whose server sockets start with a timeout (for gunicorn's gthread worker, kept for
+    comparisons; the serving worker handshakes on its event loop under its own deadline).
 
     gunicorn's gthread worker hands a new connection to a pool thread once its first bytes arrive, then
     handshakes and reads the request headers on a blocking socket with no timeout: a client that sends one

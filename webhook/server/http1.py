@@ -1,0 +1,416 @@
+"""One HTTP/1.1 connection of the serving loop: a whole request is read, under one deadline, before any
+thread is used for it.
+
+The worker's asyncio loop owns every connection (webhook.server.worker); h11 parses. A connection is in
+one phase at a time:
+
+- READING: from the first byte of a request (for a connection's first request: from the end of the TLS
+  handshake) the client has `request_timeout` seconds for the request line, the headers and the whole body.
+  A dripping or silent client is answered 408 (or, if it sent nothing, dropped) at the deadline, however
+  slowly it sends: the deadline is for the request, not for each read.
+- BUSY: the complete request runs in the worker's thread pool (the WSGI app); reading is paused, so a
+  pipelined request waits in the kernel.
+- IDLE: kept alive between requests, closed after `keepalive` seconds.
+
+Errors found while reading (malformed request line or headers, a bad Content-Length, headers over
+MAX_HEADER_BYTES, a body over the limit) are answered here with the same one-line JSON error as the app's,
+and the connection is closed: after a framing error nothing on it can be trusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import io
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, cast
+from urllib.parse import unquote_to_bytes
+
+import h11
+
+from webhook.server.limits import Limits, error_response
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("webhook.access")
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+Answer = tuple[str, list[tuple[str, str]], bytes]
+
+
+class Phase(enum.Enum):
+    HANDSHAKE = "handshake"
+    READING = "reading"
+    BUSY = "busy"
+    IDLE = "idle"
+    LINGER = "linger"
+    CLOSED = "closed"
+
+
+# After an error answer, how long the rest of what the client sends is read and discarded before the close:
+# closing a socket with unread data makes the kernel send a reset, which can destroy the answer before the
+# client has read it.
+LINGER_SECONDS = 2.0
+READ_BUFFER = 64 * 1024
+
+
+class Owner(Protocol):
+    """What a connection needs from its worker."""
+
+    draining: bool
+    access_log: bool
+
+    def run_app(self, environ: dict[str, Any]) -> Awaitable[Answer]: ...
+
+    def forget(self, connection: Connection) -> None: ...
+
+    def closed_by_server(self, reason: str) -> None: ...
+
+
+class Connection(asyncio.BufferedProtocol):
+    """An accepted connection, from before its TLS handshake to its close."""
+
+    def __init__(self, owner: Owner, limits: Limits, loop: asyncio.AbstractEventLoop, scheme: str) -> None:
+        self.owner, self.limits, self.loop, self.scheme = owner, limits, loop, scheme
+        self.phase = Phase.HANDSHAKE
+        self.since = loop.time()  # when the current phase began: the oldest idle connection goes first
+        self.transport: asyncio.Transport | None = None
+        self.handshake: asyncio.Task[Any] | None = None
+        self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
+        self.timer: asyncio.TimerHandle | None = None
+        self.request: h11.Request | None = None
+        self.body: list[bytes] = []
+        self.size = 0
+        self.received = False  # any byte of the current request
+        self.write_paused = False
+        self.after_write: Callable[[], None] | None = None
+        self.buffer = memoryview(bytearray(READ_BUFFER))
+
+    # -- asyncio callbacks ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # after the TLS handshake
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+        self.handshake = None
+        self._read_next(first=True)
+
+    # A buffered protocol: asyncio's TLS reads decrypted bytes straight into this buffer. As a plain Protocol
+    # each read would allocate (and mostly free again) a 256 KiB bytes object.
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(bytes(self.buffer[:nbytes]))
+
+    def data_received(self, data: bytes) -> None:
+        if self.phase in (Phase.CLOSED, Phase.LINGER):
+            return
+        if self.phase is Phase.BUSY:
+            # A pipelined request while this one is answered: kept, but reading stops until the answer
+            # is sent once a whole request's worth is waiting (pausing on every request costs a wake-up).
+            self.parser.receive_data(data)
+            if len(self.parser.trailing_data[0]) > self.limits.max_header_bytes and self.transport:
+                self.transport.pause_reading()
+            return
+        if self.phase is Phase.IDLE:
+            self._enter(Phase.READING, self.limits.request_timeout, "deadline")
+        self.received = True
+        self.parser.receive_data(data)
+        if self.phase is Phase.READING:
+            self._process()
+
+    def eof_received(self) -> bool:
+        if self.phase in (Phase.READING, Phase.IDLE):
+            self.parser.receive_data(b"")
+            self.phase = Phase.READING
+            self._process()
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        self.phase = Phase.CLOSED
+        self.owner.forget(self)
+
+    def pause_writing(self) -> None:
+        # A client that does not read its answers: bounded like a slow request.
+        self.write_paused = True
+        self._cancel_timer()
+        self.timer = self.loop.call_later(self.limits.request_timeout, self._expire, "write")
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._cancel_timer()
+        then, self.after_write = self.after_write, None
+        if then is not None:
+            then()
+
+    # -- what the worker does to a connection --------------------------------------------------------------
+
+    def evict(self) -> None:
+        """Make room for a new connection (the worker is at its connection limit)."""
+        self.owner.closed_by_server("limit")
+        self._drop()
+
+    def drain(self) -> None:
+        """The worker is shutting down: close now if idle, otherwise after the answer in progress."""
+        if self.phase in (Phase.IDLE, Phase.LINGER):
+            self._close()
+        elif self.phase is Phase.HANDSHAKE:
+            self._drop()
+
+    def abort(self) -> None:
+        self._drop()
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    def _enter(self, phase: Phase, timeout: float | None, reason: str = "") -> None:
+        self.phase = phase
+        self.since = self.loop.time()
+        self._cancel_timer()
+        if timeout is not None:
+            self.timer = self.loop.call_later(timeout, self._expire, reason)
+
+    def _read_next(self, first: bool = False) -> None:
+        self.request, self.body, self.size, self.received = None, [], 0, False
+        buffered = bool(self.parser.trailing_data[0])
+        if first or buffered:
+            self._enter(Phase.READING, self.limits.request_timeout, "deadline")
+            self.received = buffered
+        else:
+            self._enter(Phase.IDLE, self.limits.keepalive, "idle")
+        assert self.transport is not None
+        self.transport.resume_reading()
+        if buffered:
+            self._process()
+
+    def _process(self) -> None:
+        while self.phase is Phase.READING:
+            try:
+                event = self.parser.next_event()
+            except h11.RemoteProtocolError as err:
+                self._refuse_malformed(err)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                if not self._start(event):
+                    return
+            elif isinstance(event, h11.Data):
+                self.size += len(event.data)
+                if self.size > self.limits.max_body_bytes:
+                    self._refuse(400, f"body: over the {self.limits.max_body_bytes}-byte limit", "protocol")
+                    return
+                self.body.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                self._dispatch()
+                return
+            elif isinstance(event, h11.ConnectionClosed):
+                self._close()
+                return
+
+    def _start(self, request: h11.Request) -> bool:
+        self.request = request
+        for name, value in request.headers:
+            if name == b"content-length" and int(value) > self.limits.max_body_bytes:  # h11 checked digits
+                limit = self.limits.max_body_bytes
+                self._refuse(400, f"body: {int(value)} bytes is over the {limit}-byte limit", "protocol")
+                return False
+        if self.parser.they_are_waiting_for_100_continue:
+            self._write(self.parser.send(h11.InformationalResponse(status_code=100, headers=[])))
+        return True
+
+    def _refuse_malformed(self, err: h11.RemoteProtocolError) -> None:
+        status = err.error_status_hint
+        if status == 431:
+            limit = self.limits.max_header_bytes
+            message = f"headers: the request line and headers are over the {limit}-byte limit"
+        elif self.request is None:
+            message = f"request: malformed request line or headers: {err}"
+        else:
+            message = f"body: malformed: {err}"
+        self._refuse(status if 400 <= status < 500 else 400, message, "protocol")
+
+    def _expire(self, reason: str) -> None:
+        self.timer = None
+        if self.phase is Phase.LINGER:
+            self._close()
+        elif self.phase is Phase.IDLE:
+            self.owner.closed_by_server("idle")
+            self._close()
+        elif self.phase is Phase.READING and self.received:
+            self._refuse(408, f"request: not complete within {self.limits.request_timeout:g} s", "deadline")
+        elif self.phase is Phase.READING:
+            self.owner.closed_by_server("silent")
+            self._drop()
+        elif reason == "write":
+            self.owner.closed_by_server("write")
+            self._drop()
+
+    # -- answering -----------------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        assert self.transport is not None and self.request is not None
+        self._enter(Phase.BUSY, None)
+        environ = self._environ(self.request, b"".join(self.body))
+        self.body = []
+        task = self.loop.create_task(self._answer(environ))
+        task.add_done_callback(_log_crash)
+
+    async def _answer(self, environ: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        try:
+            status, headers, body = await self.owner.run_app(environ)
+        except Exception:
+            log.exception("unexpected error answering %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"])
+            status, headers, body = "500 Internal Server Error", [], b'{"error":"internal error"}'
+            headers = [("Content-Type", "application/json")]
+        if self.phase is Phase.CLOSED:
+            return
+        self._send(status, headers, body, environ["REQUEST_METHOD"] == "HEAD")
+        if self.owner.access_log:
+            access_log.info(
+                '%s "%s %s" %s %d %.1fms',
+                environ.get("REMOTE_ADDR", "-"),
+                environ["REQUEST_METHOD"],
+                environ["PATH_INFO"],
+                status.split(" ", 1)[0],
+                len(body),
+                (time.perf_counter() - started) * 1000,
+            )
+
+    def _send(self, status: str, headers: list[tuple[str, str]], body: bytes, head: bool) -> None:
+        code, _, reason = status.partition(" ")
+        out = [
+            (name, value) for name, value in headers if name.lower() not in ("connection", "content-length")
+        ]
+        out.append(("Content-Length", str(len(body))))
+        if self.owner.draining:
+            out.append(("Connection", "close"))
+        try:
+            data = self.parser.send(h11.Response(status_code=int(code), headers=out, reason=reason))
+            if body and not head:
+                data += self.parser.send(h11.Data(data=body))
+            data += self.parser.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as err:  # a bug of ours; the client still gets one line
+            log.error("cannot send the answer: %s", err)
+            self._write(error_response(500, "internal error"))
+            self._close()
+            return
+        self._write(data)
+        if (
+            self.parser.our_state is h11.DONE
+            and self.parser.their_state is h11.DONE
+            and not self.owner.draining
+        ):
+            self.parser.start_next_cycle()
+            if self.write_paused:
+                self.after_write = self._read_next
+            else:
+                self._read_next()
+        else:
+            self._close()
+
+    def _refuse(self, status: int, message: str, reason: str) -> None:
+        """Answer an error that no request may follow, then close."""
+        self.owner.closed_by_server(reason)
+        self._write(error_response(status, message))
+        self._enter(Phase.LINGER, LINGER_SECONDS, "linger")
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def _environ(self, request: h11.Request, body: bytes) -> dict[str, Any]:
+        assert self.transport is not None
+        target = request.target
+        path, _, query = target.partition(b"?")
+        server = self.transport.get_extra_info("sockname") or ("", 0)
+        peer = self.transport.get_extra_info("peername") or ("", 0)
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": request.method.decode("ascii"),
+            "SCRIPT_NAME": "",
+            "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+            "QUERY_STRING": query.decode("latin-1"),
+            "RAW_URI": target.decode("latin-1"),
+            "SERVER_NAME": str(server[0]),
+            "SERVER_PORT": str(server[1]),
+            "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
+            "REMOTE_ADDR": str(peer[0]),
+            "REMOTE_PORT": str(peer[1]),
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": self.scheme,
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        for raw_name, raw_value in request.headers:
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("latin-1")
+            if name == "content-type":
+                environ["CONTENT_TYPE"] = value
+            elif name in ("content-length", "transfer-encoding"):
+                continue  # the body is whole: its length is CONTENT_LENGTH
+            else:
+                key = "HTTP_" + name.upper().replace("-", "_")
+                environ[key] = f"{environ[key]},{value}" if key in environ else value
+        return environ
+
+    # -- closing -------------------------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _close(self) -> None:
+        """Close after what was written is sent (TLS close_notify included)."""
+        self._cancel_timer()
+        if self.transport is not None:
+            self.phase = Phase.CLOSED if self.phase is not Phase.BUSY else self.phase
+            self.transport.close()
+        elif self.handshake is not None:
+            self.handshake.cancel()
+
+    def _drop(self) -> None:
+        """Close at once, discarding anything unsent."""
+        self._cancel_timer()
+        if self.transport is not None:
+            self.transport.abort()
+        elif self.handshake is not None:
+            self.handshake.cancel()
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("connection task failed", exc_info=task.exception())
+
+
+def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
+    """Run the WSGI app on a complete request (in a pool thread): status, headers and the whole body."""
+    started: list[Any] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[..., Any]:
+        started[:] = [status, headers]
+        return _no_write
+
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = started
+    return status, list(headers), body
+
+
+def _no_write(data: bytes) -> None:
+    raise NotImplementedError("the webhook's app returns its body; write() is not supported")

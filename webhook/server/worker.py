@@ -1,0 +1,182 @@
+"""The gunicorn worker of `serve`: an asyncio loop that owns every connection, and a small thread pool
+that runs only complete requests.
+
+Why not gunicorn's own workers: gthread hands a connection to a pool thread as soon as it is readable and
+reads the request there, on a blocking socket. A client that drips a byte now and then holds that thread
+for as long as it likes (a read timeout bounds each read, not the request), so a handful of slow clients
+take every thread and the API server's calls time out. gevent/eventlet would need monkeypatching under
+the kubernetes client's threads and still read in the request's greenlet without an overall deadline.
+
+Here the loop does the TLS handshake (bounded), reads and parses each request whole (h11, under one
+deadline, webhook.server.http1), and only then hands it to a pool thread that runs the same WSGI app.
+A connection waiting for its client costs a few kilobytes and no thread; a worker holds at most
+`max_connections` of them and closes the oldest one not being answered to make room for a new one.
+
+gunicorn's master is kept as it is: it binds, forks, replaces dead workers, relays SIGTERM (graceful:
+stop accepting, close idle connections, let requests in progress finish for `graceful_timeout`), and
+kills a worker whose heartbeat stops. TLS contexts come from gunicorn's `ssl_context` hook, once per
+connection, so a rotated certificate is used by the next connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import socket
+import ssl
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gunicorn.workers.base import Worker
+
+from webhook.server.http1 import Answer, Connection, Phase, call_wsgi
+from webhook.server.limits import Limits
+
+HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
+TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
+# accept() errors that mean "out of a resource for now": wait a little instead of spinning.
+_RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class AsyncWorker(Worker):
+    """A gunicorn worker class; the limits come from the application's `serving_limits()`."""
+
+    def init_signals(self) -> None:
+        super().init_signals()  # gunicorn's defaults until the loop takes the signals over in run()
+
+    def run(self) -> None:
+        limits_of = getattr(self.app, "serving_limits", None)
+        self.limits: Limits = limits_of() if callable(limits_of) else Limits(keepalive=self.cfg.keepalive)
+        self.connections: dict[Connection, None] = {}  # in accept order
+        self.draining = False
+        self.access_log = bool(self.cfg.accesslog)
+        self.closed_counts: dict[str, int] = {}
+        try:
+            asyncio.run(self._serve())
+        finally:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the Owner protocol of webhook.server.http1 ---------------------------------------------------------
+
+    def run_app(self, environ: dict[str, Any]) -> asyncio.Future[Answer]:
+        return self.loop.run_in_executor(self.pool, call_wsgi, self.wsgi, environ)
+
+    def forget(self, connection: Connection) -> None:
+        self.connections.pop(connection, None)
+        if self.draining and not self.connections:
+            self.all_closed.set()
+
+    def closed_by_server(self, reason: str) -> None:
+        self.closed_counts[reason] = self.closed_counts.get(reason, 0) + 1
+
+    # -- the loop -------------------------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.pool = ThreadPoolExecutor(max_workers=self.cfg.threads, thread_name_prefix="request")
+        self.stop = asyncio.Event()
+        self.all_closed = asyncio.Event()
+        self.quit = False
+        self.loop.add_signal_handler(signal.SIGTERM, self.stop.set)
+        for sig in (signal.SIGQUIT, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._quit)
+        self.loop.add_signal_handler(signal.SIGUSR1, self.log.reopen_files)
+        self._metrics = _connection_metrics()
+        accepting = [self.loop.create_task(self._accept(listener.sock)) for listener in self.sockets]
+        heartbeat = self.loop.create_task(self._heartbeat())
+        await self.stop.wait()
+
+        self.alive = False
+        self.draining = True
+        for task in accepting:
+            task.cancel()
+        for listener in self.sockets:
+            listener.close()
+        if not self.quit:
+            for connection in list(self.connections):
+                connection.drain()
+            if self.connections:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.all_closed.wait(), self.cfg.graceful_timeout)
+        for connection in list(self.connections):
+            connection.abort()
+        heartbeat.cancel()
+        await asyncio.sleep(0)  # let the aborts and cancellations run
+
+    def _quit(self) -> None:
+        self.quit = True
+        self.stop.set()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self.notify()
+            if self.ppid != os.getppid():
+                self.log.info("Parent changed, shutting down: %s", self)
+                self.stop.set()
+            if self._metrics is not None:
+                self._metrics(len(self.connections), self.closed_counts)
+                self.closed_counts = {}
+            await asyncio.sleep(HEARTBEAT)
+
+    async def _accept(self, listener: socket.socket) -> None:
+        listener.setblocking(False)
+        scheme = "https" if self.cfg.is_ssl else "http"
+        warned = False
+        while True:
+            try:
+                sock, _ = await self.loop.sock_accept(listener)
+            except OSError as err:
+                if err.errno in _RESOURCE_ERRORS:
+                    if not warned:
+                        self.log.warning("cannot accept connections: %s (raise the open files limit)", err)
+                        warned = True
+                    await asyncio.sleep(0.1)  # back off until a connection closes; nothing to wait on
+                continue
+            if len(self.connections) >= self.limits.max_connections:
+                self._make_room()
+            connection = Connection(self, self.limits, self.loop, scheme)
+            self.connections[connection] = None
+            connection.handshake = self.loop.create_task(self._open(connection, sock))
+
+    def _make_room(self) -> None:
+        """Close the connection that has waited longest for its client (never one being answered)."""
+        oldest: Connection | None = None
+        for connection in self.connections:
+            if connection.phase is not Phase.BUSY and (oldest is None or connection.since < oldest.since):
+                oldest = connection
+        if oldest is not None:
+            oldest.evict()
+            self.connections.pop(oldest, None)
+
+    async def _open(self, connection: Connection, sock: socket.socket) -> None:
+        try:
+            if self.cfg.is_ssl:
+                context: ssl.SSLContext = self.cfg.ssl_context(self.cfg, None)
+                await self.loop.connect_accepted_socket(
+                    lambda: connection,
+                    sock,
+                    ssl=context,
+                    ssl_handshake_timeout=self.limits.request_timeout,
+                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT,
+                )
+            else:
+                await self.loop.connect_accepted_socket(lambda: connection, sock)
+        except (OSError, ssl.SSLError, asyncio.CancelledError):
+            # Refused, timed out or evicted during the handshake; asyncio has closed the socket.
+            if connection.phase is Phase.HANDSHAKE:
+                self.closed_by_server("handshake")
+                connection.phase = Phase.CLOSED
+            self.forget(connection)
+            sock.close()
+
+
+def _connection_metrics() -> Any:
+    """The connection gauges of this worker, or None where metrics cannot load (never stops serving)."""
+    try:
+        from webhook.server import metrics
+    except Exception:  # pragma: no cover - prometheus_client is a dependency
+        return None
+    return metrics.observe_connections
