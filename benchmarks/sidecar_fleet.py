@@ -40,9 +40,10 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,6 +52,7 @@ import requests
 from plan_live_bench import create_all, list_cost
 
 from tests.support.envtest import ControlPlane, free_ports
+from tests.support.hollow_node import HollowNode
 from tests.support.wait import wait_for
 
 NAMESPACE = "fleet"
@@ -69,6 +71,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+class Restartable(Protocol):
+    name: str
+
+    def restart(self) -> None: ...
+
+
 @dataclass
 class Child:
     """A process of the fleet that can be stopped and started again with the same arguments."""
@@ -76,7 +84,6 @@ class Child:
     name: str
     args: list[str]
     log: Path
-    env: dict[str, str] = field(default_factory=dict)
     popen: subprocess.Popen[bytes] | None = None
     cpu_before: float = 0.0  # CPU of the earlier incarnations, so a restart does not lose it
 
@@ -86,7 +93,6 @@ class Child:
             self.args,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **self.env},
             start_new_session=True,
         )
         out.close()
@@ -110,22 +116,6 @@ class Child:
     def cpu(self) -> float:
         assert self.popen is not None
         return self.cpu_before + cpu_seconds(self.popen.pid)
-
-
-def hollow_node(plane: ControlPlane, name: str, folder: Path) -> Child:
-    """kubemark --morph=kubelet: the real kubelet with a fake runtime; its files all under `folder`."""
-    (folder / "tmp").mkdir(parents=True, exist_ok=True)
-    kubelet_port, read_only_port = free_ports(2)
-    args = [
-        str(plane.assets / "kubemark"),
-        "--morph=kubelet",
-        f"--name={name}",
-        f"--kubeconfig={plane.kubeconfig}",
-        "--use-host-image-service=false",
-        f"--kubelet-port={kubelet_port}",
-        f"--kubelet-read-only-port={read_only_port}",
-    ]
-    return Child(name, args, folder / "kubemark.log", env={"TMPDIR": str(folder / "tmp")})
 
 
 def sidecar(node: str, kubeconfig: Path, folder: Path) -> tuple[Child, int]:
@@ -264,7 +254,7 @@ def run_phase(
     plane: ControlPlane,
     session: requests.Session,
     nodes: list[str],
-    restartable: list[Child],
+    restartable: list[Restartable],
     args: argparse.Namespace,
     seed: int,
 ) -> tuple[Reading, Reading, list[float], int]:
@@ -295,14 +285,6 @@ def run_phase(
     worker.join(60)
     after = read(plane, session)
     return before, after, watches, created[0]
-
-
-def node_ready(session: requests.Session, url: str, name: str) -> bool:
-    response = session.get(f"{url}/api/v1/nodes/{name}", timeout=10)
-    if response.status_code != 200:
-        return False
-    conditions = response.json().get("status", {}).get("conditions", [])
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def background(plane: ControlPlane, count: int, threads: int) -> None:
@@ -351,15 +333,7 @@ def main() -> None:
                 create_all(plane, [(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", account)], 1)
                 background(plane, args.background_pods, args.threads)
                 names = [f"hollow-{k:02d}" for k in range(args.nodes)]
-                for name in names:
-                    kubelets.append(hollow_node(plane, name, tmp / name))
-                    kubelets[-1].start()
-                wait_for(
-                    lambda: all(node_ready(session, plane.url, n) for n in names),
-                    timeout=300,
-                    interval=1,
-                    what="every hollow node Ready",
-                )
+                kubelets += (HollowNode.create(plane, tmp / name, name, timeout=300) for name in names)
                 lists = list_cost(plane, names[0], args.repeat)
                 print("phase 1: kubelets only", file=sys.stderr)
                 base = run_phase(plane, session, names, kubelets, args, seed=1)
@@ -383,13 +357,13 @@ def main() -> None:
                 print("phase 2: kubelets and sidecars", file=sys.stderr)
                 side_cpu0 = {c.name: c.cpu() for c in sidecars}
                 since = time.time()
-                fleet = run_phase(plane, session, names, sidecars + kubelets, args, seed=2)
+                fleet = run_phase(plane, session, names, [*sidecars, *kubelets], args, seed=2)
                 until = time.time()
                 side_cpu = [(c.cpu() - side_cpu0[c.name]) / args.phase * 100 for c in sidecars]
                 side_rss = [rss_mib(c.popen.pid) for c in sidecars]  # type: ignore[union-attr]
                 made = audited_requests(audit_log, since, until)
             finally:
-                for child in sidecars + kubelets:
+                for child in [*sidecars, *kubelets]:
                     child.stop()
 
     one = phase_figures(*base[:3])

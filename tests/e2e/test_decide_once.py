@@ -11,10 +11,7 @@ what /mutate decided under the old state, and /validate sees the new one. The in
 from __future__ import annotations
 
 import base64
-import http.server
 import json
-import ssl
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,10 +27,11 @@ from tests.e2e.webhook import (
     ensure_namespace,
     pod,
     priority_class,
+    second_webhook_configuration,
+    serve_mutating,
 )
 from tests.support.envtest import ControlPlane
 from tests.support.wait import wait_for
-from webhook.files import tls
 
 NS = "e2e-decide-once"
 NAMED = "e2e-once-named"
@@ -52,32 +50,7 @@ class Racer:
     calls: list[str] = field(default_factory=list)
 
     def configuration(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "zz-e2e-racer"},
-            "webhooks": [
-                {
-                    "name": "racer.e2e.priority-webhook.io",
-                    "admissionReviewVersions": ["v1"],
-                    "sideEffects": "None",
-                    "failurePolicy": "Fail",
-                    "timeoutSeconds": 30,
-                    "reinvocationPolicy": "IfNeeded",
-                    "clientConfig": {"url": self.url + "/mutate", "caBundle": self.ca_bundle},
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "resources": ["pods"],
-                            "operations": ["CREATE"],
-                            "scope": "Namespaced",
-                        }
-                    ],
-                }
-            ],
-        }
+        return second_webhook_configuration(self.url, self.ca_bundle, "zz-e2e-racer", NS, timeout=30)
 
     def answer(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         meta = obj.get("metadata") or {}
@@ -96,51 +69,9 @@ class Racer:
 
 @contextmanager
 def racer(tmp_path: Path) -> Iterator[Racer]:
-    ca = tls.create_ca("racer CA")
-    pair = tls.create_serving_cert(ca, ["127.0.0.1", "localhost"])
-    folder = tmp_path / "racer"
-    folder.mkdir(parents=True, exist_ok=True)
-    tls.write_file(folder / "tls.crt", pair.cert_pem(), 0o600)
-    tls.write_file(folder / "tls.key", pair.key_pem(), 0o600)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
-    state: Racer
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            request = review["request"]
-            ops = state.answer(request.get("object") or {})
-            response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
-            if ops:
-                response["patchType"] = "JSONPatch"
-                response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
-            body = json.dumps(
-                {"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    state = Racer(f"https://127.0.0.1:{server.server_address[1]}", tls.ca_bundle(ca.cert_pem()))
-    thread = threading.Thread(target=server.serve_forever, name="racer", daemon=True)
-    thread.start()
-    try:
+    state = Racer("", "")
+    with serve_mutating(tmp_path, "racer", state.answer) as (state.url, state.ca_bundle):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 def resolves(hook: RegisteredWebhook, class_name: str | None) -> tuple[int, str | None]:

@@ -425,59 +425,53 @@ def meddle(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return ops
 
 
-@dataclass
-class Meddler:
-    """A tiny mutating webhook over TLS, in this process; `calls` lists (pod name, patched?) per review."""
-
-    url: str
-    ca_bundle: str
-    calls: list[tuple[str, bool]] = field(default_factory=list)
-
-    def configuration(self, namespace: str, name: str = "zz-e2e-meddler") -> dict[str, Any]:
-        """Registered under a name that sorts after the chart's, so it runs after our webhook."""
-        return {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [
-                {
-                    "name": "meddler.e2e.priority-webhook.io",
-                    "admissionReviewVersions": ["v1"],
-                    "sideEffects": "None",
-                    "failurePolicy": "Fail",
-                    "timeoutSeconds": 5,
-                    "reinvocationPolicy": "IfNeeded",
-                    "clientConfig": {"url": self.url + "/mutate", "caBundle": self.ca_bundle},
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "resources": ["pods"],
-                            "operations": ["CREATE"],
-                            "scope": "Namespaced",
-                        }
-                    ],
-                }
-            ],
-        }
-
-    def calls_for(self, name: str) -> list[bool]:
-        return [patched for pod_name, patched in list(self.calls) if pod_name == name]
+def second_webhook_configuration(
+    url: str, ca_bundle: str, name: str, namespace: str, *, timeout: int = 5
+) -> dict[str, Any]:
+    """A MutatingWebhookConfiguration for one of our small test webhooks on pod CREATEs in `namespace`;
+    its name sorts after the chart's, so the API server calls it after our /mutate, before our /validate."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": f"{name.removeprefix('zz-e2e-')}.e2e.priority-webhook.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": timeout,
+                "reinvocationPolicy": "IfNeeded",
+                "clientConfig": {"url": url + "/mutate", "caBundle": ca_bundle},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "operations": ["CREATE"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+        ],
+    }
 
 
 @contextmanager
-def meddler(tmp_path: Path) -> Iterator[Meddler]:
-    """Serve `meddle` on a free loopback port over TLS (a CA and certificate of its own)."""
-    ca = tls.create_ca("meddler CA")
+def serve_mutating(
+    tmp_path: Path, name: str, answer: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> Iterator[tuple[str, str]]:
+    """Serve a mutating webhook whose JSONPatch for an object is `answer(obj)`, on a free loopback port over
+    TLS (a CA and certificate of its own), in this process: (url, caBundle)."""
+    ca = tls.create_ca(f"{name} CA")
     pair = tls.create_serving_cert(ca, ["127.0.0.1", "localhost"])
-    folder = tmp_path / "meddler"
+    folder = tmp_path / name
     folder.mkdir(parents=True, exist_ok=True)
     tls.write_file(folder / "tls.crt", pair.cert_pem(), 0o600)
     tls.write_file(folder / "tls.key", pair.key_pem(), 0o600)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
-    state: Meddler
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -485,9 +479,7 @@ def meddler(tmp_path: Path) -> Iterator[Meddler]:
         def do_POST(self) -> None:
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             request = review["request"]
-            obj = request.get("object") or {}
-            ops = meddle(obj)
-            state.calls.append(((obj.get("metadata") or {}).get("name", ""), bool(ops)))
+            ops = answer(request.get("object") or {})
             response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
             if ops:
                 response["patchType"] = "JSONPatch"
@@ -507,12 +499,40 @@ def meddler(tmp_path: Path) -> Iterator[Meddler]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    state = Meddler(f"https://127.0.0.1:{server.server_address[1]}", tls.ca_bundle(ca.cert_pem()))
-    thread = threading.Thread(target=server.serve_forever, name="meddler", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:
-        yield state
+        yield f"https://127.0.0.1:{server.server_address[1]}", tls.ca_bundle(ca.cert_pem())
     finally:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@dataclass
+class Meddler:
+    """A tiny mutating webhook over TLS, in this process; `calls` lists (pod name, patched?) per review."""
+
+    url: str
+    ca_bundle: str
+    calls: list[tuple[str, bool]] = field(default_factory=list)
+
+    def configuration(self, namespace: str, name: str = "zz-e2e-meddler") -> dict[str, Any]:
+        """Registered under a name that sorts after the chart's, so it runs after our webhook."""
+        return second_webhook_configuration(self.url, self.ca_bundle, name, namespace)
+
+    def answer(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        ops = meddle(obj)
+        self.calls.append(((obj.get("metadata") or {}).get("name", ""), bool(ops)))
+        return ops
+
+    def calls_for(self, name: str) -> list[bool]:
+        return [patched for pod_name, patched in list(self.calls) if pod_name == name]
+
+
+@contextmanager
+def meddler(tmp_path: Path) -> Iterator[Meddler]:
+    """Serve `meddle` on a free loopback port over TLS (a CA and certificate of its own)."""
+    state = Meddler("", "")
+    with serve_mutating(tmp_path, "meddler", state.answer) as (state.url, state.ca_bundle):
+        yield state
