@@ -365,7 +365,9 @@ def test_victims_equals_the_kubelet(
     for name in expected_victims:
         victim = pods(env, namespace)[name]
         if env.newer():
-            assert status(victim)["phase"] == "Succeeded"
+            # Terminal either way: the fake runtime's exit code 0 makes most victims Succeeded, but one
+            # killed before its container status was reported ends Failed (both seen on 1.33.3).
+            assert status(victim)["phase"] in ("Succeeded", "Failed")
             [target] = [c for c in status(victim)["conditions"] if c["type"] == "DisruptionTarget"]
             assert (target["reason"], target["message"]) == (
                 "TerminationByKubelet",

@@ -37,7 +37,10 @@ def workload() -> list[dict]:
     ]
 
 
-CRITICAL = rejected("crit", cpu="1300m")
+def critical() -> dict:
+    """The rejected critical pod, stamped now: the sidecar leaves rejections older than 10 minutes alone, and
+    a module-level pod would carry the time the suite was collected."""
+    return rejected("crit", cpu="1300m")
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def deleting(cluster, name: str) -> bool:
 
 
 def test_the_scenario_victims_are_what_the_kubelet_rules_choose():
-    admission = admit_to_node(CRITICAL, node(cpu=NODE_CPU), workload())
+    admission = admit_to_node(critical(), node(cpu=NODE_CPU), workload())
     assert admission.admit and [v["name"] for v in admission.victims] == VICTIMS
 
 
@@ -118,7 +121,7 @@ def test_exactly_the_victims_are_evicted_once(cluster, sidecar, faults):
     cluster.evictions.fail_next(faults.server_errors, 500)
 
     with dropping_watches(cluster, faults.drop_watches):
-        cluster.add(CRITICAL)
+        cluster.add(critical())
         if faults.throttled:
             wait_for(lambda: len(cluster.evictions.attempts) >= faults.server_errors, what="500s served")
             cluster.evictions.fail_next(faults.throttled, 429)
