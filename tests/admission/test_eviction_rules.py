@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.policy.class_model import StaticClassStore
-from webhook.policy.eviction_rules import NODE_CLAIM, NO_CLAIM, NO_CLUSTER, decide_eviction, node_claim
+from webhook.policy.eviction_rules import NO_CLAIM, NO_CLUSTER, NODE_CLAIM, decide_eviction, node_claim
 from webhook.review import Stage, handle_review
 
 CLASSES = StaticClassStore().snapshot()
@@ -119,7 +119,7 @@ def test_validate_decides_evictions_from_the_looked_up_node(
     name: str, extra: Any, allowed: bool, message: str, stage: Stage
 ) -> None:
     pods = Pods({("ns", "web"): "node-a", ("ns", "far"): "node-b"})
-    response, request, decision = handle_review(eviction_review(name, extra), stage, CLASSES, pods=pods)
+    response, _, _ = handle_review(eviction_review(name, extra), stage, CLASSES, pods=pods)
     assert response["response"]["allowed"] is allowed
     assert "patch" not in response["response"]
     if not allowed:

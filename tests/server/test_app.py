@@ -372,7 +372,7 @@ def test_a_system_pod_whose_mutation_was_skipped_is_admitted_warned_and_counted(
 class _PodNodes:
     """Answers of the eviction check's pod lookup: a node, None (no pod), or a failure."""
 
-    def __init__(self, answer: str | None | Exception) -> None:
+    def __init__(self, answer: str | Exception | None) -> None:
         self.answer = answer
 
     def node_of(self, namespace: str, name: str) -> str | None:

@@ -14,7 +14,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from webhook.kube.eviction import pod_path, call_json
+from webhook.kube.eviction import call_json, pod_path
 from webhook.policy.eviction_rules import PodLookupError
 
 LOOKUP_TIMEOUT = 3.0
