@@ -215,7 +215,12 @@ def test_evictions_of_other_identities_are_not_sent_to_the_webhook(
     control_plane.apply(bound_pod("admin-evict", VICTIMS, NODE_B))
     before = setup.webhook.requests("validate")
     path = f"/api/v1/namespaces/{VICTIMS}/pods/admin-evict/eviction"
-    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "admin-evict"}}
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "admin-evict"},
+        "deleteOptions": {"gracePeriodSeconds": 0},
+    }
     control_plane.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(eviction))
     wait_for(
         lambda: (
