@@ -56,6 +56,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "sidecar-ignore-pdb": {"sidecar": {"enabled": True, "ignorePdb": True}},
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
     "sidecar-dry-run-ignore-pdb": {"sidecar": {"enabled": True, "dryRun": True, "ignorePdb": True}},
+    # No node restriction (also any Kubernetes before 1.30): the webhook checks no eviction, reads no pod.
+    "sidecar-unrestricted": {"sidecar": {"enabled": True, "nodeRestriction": False}},
     "no-install-gate": {"sidecar": {"enabled": False}, "admission": {"installGate": {"enabled": False}}},
     # Certificates made by the chart: no Role for the webhook's CA Secret, no caBundle rights.
     "generated-certificates": {"certificates": {"mode": "generated"}},
@@ -104,6 +106,19 @@ class Exercised:
 def sidecar_enabled(values: dict[str, Any]) -> bool:
     """The chart runs the sidecar unless told not to (values.yaml: sidecar.enabled)."""
     return bool(values.get("sidecar", {}).get("enabled", True))
+
+
+def checks_evictions(values: dict[str, Any]) -> bool:
+    """The webhook checks the sidecar's evictions (and may read pods): the chart's evictionCheck gate."""
+    sidecar = values.get("sidecar", {})
+    version = values.get("kubeVersionOverride")
+    recent = version is None or tuple(int(x) for x in version.lstrip("v").split(".")[:2]) >= (1, 30)
+    return (
+        sidecar_enabled(values)
+        and sidecar.get("nodeRestriction", True)
+        and not sidecar.get("dryRun")
+        and recent
+    )
 
 
 def rbac_signature(values: dict[str, Any]) -> frozenset[tuple[str, str, str, str, str]]:
@@ -441,7 +456,7 @@ def forbidden(component: str, values: dict[str, Any], namespace: str) -> list[Ac
         ]
     if not may_patch:
         out += [Access("patch", "", "pods", "", namespace)]
-    if component == "webhook" and not (sidecar_enabled(values) and not options.get("dryRun")):
+    if component == "webhook" and not checks_evictions(values):
         out += [Access("get", "", "pods", "", namespace)]  # no sidecar evictions to check
     if component == "webhook":  # reads PriorityClasses (and, checking evictions, single pods) only
         out += [
