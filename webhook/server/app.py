@@ -199,7 +199,10 @@ def review_view(
             review, req, decision = handle_review(body, stage, store.snapshot(), options, pods)
         except (BadRequest, MalformedReview) as err:
             response = error_response(str(err), 400)
-        except (NotReady, PodLookupError) as err:
+        except PodLookupError as err:  # only an eviction's check looks a pod up
+            operation, resource, result = "CREATE", EVICTION_RESOURCE, "unavailable"
+            response = error_response(str(err), 503)
+        except NotReady as err:
             result = "unavailable"
             response = error_response(str(err), 503)
         else:
