@@ -14,7 +14,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import CREATE, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.class_model import ClassSet
 from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import ALLOW, Decision, Request
@@ -89,7 +89,7 @@ def is_eviction(request: Request) -> bool:
 def decide_eviction_request(request: Request, pods: PodNodes | None) -> Decision:
     """The sidecar's eviction of a pod: allowed only on the node its token names. Needs the pod's node,
     so a webhook with no cluster refuses (it cannot know); PodLookupError propagates (no answer)."""
-    if request.operation != "CREATE":
+    if request.operation != CREATE:
         return ALLOW
     if not request.node_claim:
         return decide_eviction("", request.namespace, request.name, None)
