@@ -16,6 +16,7 @@ from tests.chart.scenarios import SCENARIOS
 Render = Callable[[dict[str, Any]], Rendered]
 CA_SECRET = f"{FULLNAME}-webhook-ca"
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+EVICTION_CHECK = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}
 
 
 def manifests(chart: helm.Chart, values: dict[str, Any]) -> dict[str, str]:
@@ -85,7 +86,7 @@ def test_rbac_is_one_secret_and_the_two_configurations(rendered: Render) -> None
             "verbs": ["get", "update"],
         },
     ]
-    assert r.one("ClusterRole", FULLNAME)["rules"][1:] == [
+    assert r.one("ClusterRole", FULLNAME)["rules"][1:-1] == [
         {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
@@ -102,7 +103,8 @@ def test_rbac_is_one_secret_and_the_two_configurations(rendered: Render) -> None
 def test_other_modes_get_none_of_it(rendered: Render, scenario: str) -> None:
     r = rendered(SCENARIOS[scenario])
     assert not [o for o in r.of_kind("Role") + r.of_kind("RoleBinding") if o["metadata"]["name"] == FULLNAME]
-    assert len(r.one("ClusterRole", FULLNAME)["rules"]) == 1, "PriorityClasses only"
+    rules = [rule for rule in r.one("ClusterRole", FULLNAME)["rules"] if rule != EVICTION_CHECK]
+    assert len(rules) == 1, "PriorityClasses only (and the eviction check's pod reads)"
     args = r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith("--ca-secret")]
 

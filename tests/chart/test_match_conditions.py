@@ -83,8 +83,8 @@ def test_both_pod_entries_carry_the_same_single_condition(rendered: Render) -> N
     (first, second) = found.values()
     assert first == second and len(first) == 1 and first[0]["name"] == "update-drops-priority-fields"
     validating = rendered({}).one("ValidatingWebhookConfiguration", FULLNAME)["webhooks"]
-    assert not any("matchConditions" in h for h in validating), (
-        "CREATE-only and PriorityClass entries need none"
+    assert [h["name"] for h in validating if "matchConditions" in h] == ["evictions.priority-webhook.io"], (
+        "CREATE-only and PriorityClass entries need none; the evictions entry takes the sidecar's only"
     )
 
 

@@ -19,6 +19,8 @@ TEST = f"{FULLNAME}-test"
 # recorder POSTs core/v1 Events (never patches them, never uses events.k8s.io), the sidecar PATCHes its
 # record onto the rejected pod and evicts (outside dry-run), and deletes only with the options that delete.
 WEBHOOK_GRANTS = {("scheduling.k8s.io", "priorityclasses", verb) for verb in ("list", "watch")}
+# With the sidecar's NodeRestriction (sidecar on, not a dry run): the webhook GETs the pod being evicted.
+EVICTION_CHECK = {("", "pods", "get")}
 SIDECAR_READS = {("", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")}
 EVENTS = {("", "events", "create")}
 EVICT = {("", "pods/eviction", "create")}
@@ -53,19 +55,20 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize(
-    "scenario, sidecar",
+    "scenario, sidecar, checks_evictions",
     [
-        ("default", SIDECAR_GRANTS),
-        ("sidecar", SIDECAR_GRANTS),
-        ("sidecar-ignore-pdb", DRY_RUN_GRANTS),  # dry run: ignorePdb deletes nothing
-        ("sidecar-recreate-rejected", SIDECAR_GRANTS | DELETE_PODS),
-        ("sidecar-delete", SIDECAR_GRANTS | DELETE_PODS),
-        ("observability", SIDECAR_GRANTS),
-        ("no-sidecar", None),
+        ("default", SIDECAR_GRANTS, True),
+        ("sidecar", SIDECAR_GRANTS, True),
+        ("sidecar-ignore-pdb", DRY_RUN_GRANTS, False),  # dry run: ignorePdb deletes nothing
+        ("sidecar-recreate-rejected", SIDECAR_GRANTS | DELETE_PODS, True),
+        ("sidecar-delete", SIDECAR_GRANTS | DELETE_PODS, True),
+        ("observability", SIDECAR_GRANTS, True),
+        ("no-sidecar", None, False),
+        ("no-node-restriction", SIDECAR_GRANTS, False),
     ],
 )
 def test_grants_are_exactly_what_each_component_needs(
-    scenario: str, sidecar: set[tuple[str, str, str]] | None, rendered: Render
+    scenario: str, sidecar: set[tuple[str, str, str]] | None, checks_evictions: bool, rendered: Render
 ) -> None:
     values = (
         SCENARIOS[scenario]
@@ -73,11 +76,13 @@ def test_grants_are_exactly_what_each_component_needs(
         else {
             "sidecar-delete": {"sidecar": {"ignorePdb": True}},
             "no-sidecar": {"sidecar": {"enabled": False}},
+            "no-node-restriction": {"sidecar": {"nodeRestriction": False}},
         }[scenario]
     )
     r = rendered(values)
     roles = {role["metadata"]["name"]: grants(role) for role in r.of_kind("ClusterRole")}
-    expected = {FULLNAME: WEBHOOK_GRANTS | ROTATION_GRANTS, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
+    webhook = WEBHOOK_GRANTS | ROTATION_GRANTS | (EVICTION_CHECK if checks_evictions else set())
+    expected = {FULLNAME: webhook, HOOKS: CLEANUP_GRANTS, TEST: TEST_CLUSTER_GRANTS}
     expected |= {SIDECAR: sidecar} if sidecar else {}
     assert roles == expected
     assert {role["metadata"]["name"]: grants(role) for role in r.of_kind("Role")} == {
@@ -96,7 +101,7 @@ def test_the_cleanup_job_can_delete_only_the_releases_own_configurations(rendere
         if role["metadata"]["name"] not in (HOOKS, FULLNAME):
             assert all("resourceNames" not in r for r in role["rules"])
     # The webhook's own rights on admission configuration are the caBundle patch, limited the same way.
-    (_, own) = rendered({}).one("ClusterRole", FULLNAME)["rules"]
+    (_, own, _) = rendered({}).one("ClusterRole", FULLNAME)["rules"]
     assert own["resourceNames"] == [FULLNAME] and "delete" not in own["verbs"]
 
 

@@ -16,6 +16,7 @@ from tests.chart.test_workload_webhook import WORKLOAD_RULES
 Render = Callable[[dict[str, Any]], Rendered]
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 PATHS = {"MutatingWebhookConfiguration": "/mutate", "ValidatingWebhookConfiguration": "/validate"}
+EVICTIONS = "evictions.priority-webhook.io"
 
 
 def entries(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
@@ -71,7 +72,11 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
     r = rendered(SCENARIOS[scenario])
     for _, hook in entries(r):
         for rule in hook["rules"]:
-            assert "*" not in rule["resources"] and not any("/" in res for res in rule["resources"]), (
+            subresources = [res for res in rule["resources"] if "/" in res]
+            if hook["name"] == EVICTIONS:
+                assert subresources == ["pods/eviction"] == rule["resources"]
+                continue
+            assert "*" not in rule["resources"] and not subresources, (
                 "no subresources (status, binding, ephemeralcontainers, scale) are admitted"
             )
             assert "*" not in rule["apiGroups"] and "*" not in rule["operations"]
@@ -87,7 +92,45 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
         (("priorityclasses",), ("CREATE", "UPDATE", "DELETE")),
         (("pods",), ("CREATE",)),
         *WORKLOAD_RULES,
+        *([(("pods/eviction",), ("CREATE",))] if sidecar_restricted(r) else []),
     }
+
+
+def sidecar_restricted(r: Rendered) -> bool:
+    """The sidecar's NodeRestriction is on: its policy is rendered (the evictions entry's gate too)."""
+    return bool(r.of_kind("ValidatingAdmissionPolicy"))
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_evictions_entry_takes_only_the_sidecars_evictions_and_fails_closed(
+    scenario: str, rendered: Render
+) -> None:
+    r = rendered(SCENARIOS[scenario])
+    hooks = [
+        h for h in r.one("ValidatingWebhookConfiguration", FULLNAME)["webhooks"] if h["name"] == EVICTIONS
+    ]
+    if not sidecar_restricted(r):
+        assert hooks == []
+        return
+    (hook,) = hooks
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["clientConfig"]["service"]["path"] == "/validate"
+    assert hook["namespaceSelector"] == {} and hook["objectSelector"] == {}
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/eviction"],
+            "operations": ["CREATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    user = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}-sidecar"
+    assert hook["matchConditions"] == [
+        {"name": "sidecar-service-account", "expression": f'request.userInfo.username == "{user}"'}
+    ]
+    (policy,) = r.of_kind("ValidatingAdmissionPolicy")
+    assert policy["spec"]["matchConditions"] == hook["matchConditions"], "the policy's user, the same"
 
 
 # (namespace, operation) -> failurePolicy of the one entry called, or None when no entry is.

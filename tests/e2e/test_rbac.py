@@ -56,6 +56,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "sidecar-ignore-pdb": {"sidecar": {"enabled": True, "ignorePdb": True}},
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},
     "sidecar-dry-run-ignore-pdb": {"sidecar": {"enabled": True, "dryRun": True, "ignorePdb": True}},
+    # No node restriction (also any Kubernetes before 1.30): the webhook checks no eviction, reads no pod.
+    "sidecar-unrestricted": {"sidecar": {"enabled": True, "nodeRestriction": False}},
     "no-install-gate": {"sidecar": {"enabled": False}, "admission": {"installGate": {"enabled": False}}},
     # Certificates made by the chart: no Role for the webhook's CA Secret, no caBundle rights.
     "generated-certificates": {"certificates": {"mode": "generated"}},
@@ -104,6 +106,19 @@ class Exercised:
 def sidecar_enabled(values: dict[str, Any]) -> bool:
     """The chart runs the sidecar unless told not to (values.yaml: sidecar.enabled)."""
     return bool(values.get("sidecar", {}).get("enabled", True))
+
+
+def checks_evictions(values: dict[str, Any]) -> bool:
+    """The webhook checks the sidecar's evictions (and may read pods): the chart's evictionCheck gate."""
+    sidecar = values.get("sidecar", {})
+    version = values.get("kubeVersionOverride")
+    recent = version is None or tuple(int(x) for x in version.lstrip("v").split(".")[:2]) >= (1, 30)
+    return (
+        sidecar_enabled(values)
+        and sidecar.get("nodeRestriction", True)
+        and not sidecar.get("dryRun")
+        and recent
+    )
 
 
 def rbac_signature(values: dict[str, Any]) -> frozenset[tuple[str, str, str, str, str]]:
@@ -192,10 +207,33 @@ def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
     wait_for(done, **kwargs)
 
 
+def eviction_review(namespace: str, name: str, node: str) -> dict[str, Any]:
+    """The review of a sidecar's Eviction as the API server sends it (the token's node claim included)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "rbac-eviction",
+            "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "eviction",
+            "operation": "CREATE",
+            "namespace": namespace,
+            "name": name,
+            "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}},
+            "userInfo": {
+                "username": "system:serviceaccount:x:sidecar",
+                "extra": {"authentication.kubernetes.io/node-name": [node]},
+            },
+        },
+    }
+
+
 def exercise_webhook(
-    cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path
+    cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path, *, evict: bool = False
 ) -> None:
-    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced."""
+    """`priority-webhook serve --kubeconfig` with the webhook's token, until its class cache has synced;
+    with `evict`, a sidecar's eviction review too (the webhook reads the pod: an absent one, allowed)."""
     kubeconfig = installed.kubeconfig("webhook")
     with webhook_server(tmp_path, "--kubeconfig", str(kubeconfig), "--workers", "1") as server:
         progress(
@@ -206,6 +244,11 @@ def exercise_webhook(
             interval=0.1,
             what="the webhook's class cache to sync",
         )
+        if evict:
+            answer = server.session.post(
+                server.url + "/validate", json=eviction_review(NAMESPACE, "absent", "n1"), timeout=30
+            )
+            assert answer.status_code == 200 and answer.json()["response"]["allowed"], answer.text
 
 
 def exercise_sidecar(
@@ -312,9 +355,11 @@ def exercised(
         workdir = tmp_path_factory.mktemp(f"rbac-{name}")
         installed = install_rbac(cluster, workdir, values, release=f"r{index}", namespace=NAMESPACE)
         namespace = f"rbac-{name}"
-        if name == "webhook-only":  # the webhook's RBAC is the same in every combination
+        # The webhook's RBAC is the same in every combination but for the pod reads of the eviction check
+        # (the sidecar on, not a dry run): exercised without, and with it.
+        if name in ("webhook-only", "sidecar"):
             with contextlib.suppress(Refused):
-                exercise_webhook(cluster, installed, workdir, audit_log)
+                exercise_webhook(cluster, installed, workdir, audit_log, evict=name == "sidecar")
         if sidecar_enabled(values):
             with contextlib.suppress(Refused):
                 exercise_sidecar(cluster, installed, values, namespace, audit_log)
@@ -411,7 +456,9 @@ def forbidden(component: str, values: dict[str, Any], namespace: str) -> list[Ac
         ]
     if not may_patch:
         out += [Access("patch", "", "pods", "", namespace)]
-    if component == "webhook":  # reads PriorityClasses and nothing else
+    if component == "webhook" and not checks_evictions(values):
+        out += [Access("get", "", "pods", "", namespace)]  # no sidecar evictions to check
+    if component == "webhook":  # reads PriorityClasses (and, checking evictions, single pods) only
         out += [
             Access("list", "", "pods"),
             Access("watch", "", "nodes"),
@@ -441,7 +488,7 @@ def test_each_component_may_do_what_its_code_does_and_nothing_it_must_not(
         assert not done.denied[component], f"{component}: the code was refused: " + "; ".join(
             sorted({str(access_of(e)) for e in done.denied[component]})
         )
-        if component == "sidecar" or combination == "webhook-only":
+        if component == "sidecar" or combination in ("webhook-only", "sidecar"):
             assert calls, f"{component} made no request: the exercise did not run"
         must = sorted(calls)
         must_not = forbidden(component, values, done.namespace)
@@ -475,6 +522,11 @@ def test_the_code_calls_what_each_option_needs(exercised: dict[str, Exercised]) 
     assert {(a.verb, a.resource) for a in exercised["webhook-only"].calls["webhook"]} == {
         ("list", "priorityclasses"),
         ("watch", "priorityclasses"),
+    }
+    assert {(a.verb, a.resource) for a in exercised["sidecar"].calls["webhook"]} == {
+        ("list", "priorityclasses"),
+        ("watch", "priorityclasses"),
+        ("get", "pods"),
     }
 
 

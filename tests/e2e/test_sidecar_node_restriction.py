@@ -1,18 +1,21 @@
 """The sidecar's node restriction, enforced by a real kube-apiserver 1.33.
 
-The chart's sidecar RBAC and its ValidatingAdmissionPolicy are rendered by the Helm engine and applied. A
+The chart's sidecar RBAC, its ValidatingAdmissionPolicy and the webhook's configurations are rendered by
+the Helm engine and applied (the webhook served by the real server, registered by url). A
 sidecar pod is bound to node A, and a token of the sidecar's ServiceAccount is requested for that pod
 (TokenRequest with a Pod boundObjectRef, as the kubelet does for the projected token): the API server adds
 the pod's node to the token, and to the user's extra `authentication.kubernetes.io/node-name`. With that
 identity the sidecar may patch and delete pods on node A, not on node B; a token bound to no pod may
 change no pod at all. RBAC alone grants all of it cluster-wide: the refusals are the policy's.
 
-Evictions are the documented limit: the API server gives admission the Eviction (a name, no node), so the
-policy only requires a node-bound token for them; an eviction on another node is still allowed.
+Evictions name no node (the API server admits the Eviction, and the deletion that follows is not admitted
+again), so the policy cannot check them: the webhook's entry `evictions.priority-webhook.io` does, looking
+the pod up. While the webhook is down, the sidecar's evictions wait (failurePolicy Fail).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +24,7 @@ import pytest
 import requests
 
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
-from tests.e2e.webhook import ensure_namespace, pod
+from tests.e2e.webhook import RegisteredWebhook, ensure_namespace, pod, registered_webhook
 from tests.support.envtest import ControlPlane
 from tests.support.wait import wait_for
 
@@ -32,6 +35,7 @@ NODE_A, NODE_B = "e2e-nr-node-a", "e2e-nr-node-b"
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 NOT_ON_NODE = "the sidecar of node {node} may not change pod {ns}/{name}, which is not on its node"
 NO_NODE = "the sidecar's token names no node"
+EVICTIONS = "evictions.priority-webhook.io"
 
 
 @dataclass
@@ -76,6 +80,7 @@ class Setup:
     installed: InstalledRbac
     on_node_a: Identity
     unbound: Identity
+    webhook: RegisteredWebhook
 
 
 def bound_pod(name: str, namespace: str, node: str, service_account: str | None = None) -> dict[str, Any]:
@@ -132,7 +137,17 @@ def setup(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             interval=0.5,
             what="the node restriction policy to be enforced",
         )
-        yield Setup(installed, on_node_a, Identity(cluster, unbound))
+        with registered_webhook(
+            cluster,
+            tmp_path_factory.mktemp("node-restriction-webhook"),
+            values={"sidecar": {"ignorePdb": True}},
+            release=RELEASE,
+            namespace=NS,
+            workers=1,
+        ) as webhook:
+            hooks = [h["name"] for c in webhook.configurations for h in c["webhooks"]]
+            assert EVICTIONS in hooks
+            yield Setup(installed, on_node_a, Identity(cluster, unbound), webhook)
     finally:
         for obj in policy:
             cluster.kubectl(
@@ -167,14 +182,17 @@ def test_the_token_of_a_pod_names_its_node(setup: Setup) -> None:
         ("delete", "delete-b", False),
         ("delete", "delete-a", True),
         ("evict", "evict-a", True),
-        # The limit: an Eviction names no node for the policy to check.
-        ("evict", "evict-b", True),
+        # An Eviction names no node for the policy: the webhook looks the pod up and refuses.
+        ("evict", "evict-b", False),
     ],
 )
 def test_the_sidecar_of_node_a_changes_only_pods_on_node_a(
     setup: Setup, action: str, victim: str, allowed: bool
 ) -> None:
+    before = setup.webhook.requests("validate")
     response = getattr(setup.on_node_a, action)(victim)
+    if action == "evict":  # decided by the webhook, and only evictions are sent to it
+        assert setup.webhook.requests("validate") > before
     if allowed:
         assert response.status_code in (200, 201), response.text
     else:
@@ -188,3 +206,43 @@ def test_a_token_bound_to_no_pod_changes_no_pod(setup: Setup, action: str) -> No
     victim = {"patch": "patch-b", "delete": "delete-b", "evict": "patch-b"}[action]
     response = getattr(setup.unbound, action)(victim)
     assert refused(response, NO_NODE), response.text
+
+
+def test_evictions_of_other_identities_are_not_sent_to_the_webhook(
+    setup: Setup, control_plane: ControlPlane
+) -> None:
+    """The entry matches the sidecar's user only: anyone else's evictions cost no webhook call."""
+    control_plane.apply(bound_pod("admin-evict", VICTIMS, NODE_B))
+    before = setup.webhook.requests("validate")
+    path = f"/api/v1/namespaces/{VICTIMS}/pods/admin-evict/eviction"
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "admin-evict"},
+        "deleteOptions": {"gracePeriodSeconds": 0},
+    }
+    control_plane.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(eviction))
+    wait_for(
+        lambda: (
+            control_plane.kubectl("get", "pod", "admin-evict", "-n", VICTIMS, check=False).returncode != 0
+        ),
+        timeout=60,
+        interval=0.5,
+        what="the evicted pod to go",
+    )
+    assert setup.webhook.requests("validate") == before
+
+
+def test_while_the_webhook_is_down_the_sidecars_evictions_wait(
+    setup: Setup, control_plane: ControlPlane
+) -> None:
+    control_plane.apply(bound_pod("wait-a", VICTIMS, NODE_A))
+    with setup.webhook.down():
+        response = setup.on_node_a.evict("wait-a")
+        assert response.status_code >= 400 and EVICTIONS in response.text, response.text
+    wait_for(
+        lambda: setup.on_node_a.evict("wait-a").status_code == 201,
+        timeout=60,
+        interval=0.5,
+        what="the eviction to go through once the webhook is back",
+    )

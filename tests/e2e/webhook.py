@@ -362,14 +362,17 @@ def registered_webhook(
     *serve_args: str,
     values: dict[str, Any] | None = None,
     workers: int | None = None,
+    release: str = RELEASE,
+    namespace: str = RELEASE_NAMESPACE,
 ) -> Iterator[RegisteredWebhook]:
-    """Serve the webhook against `cluster` and register the chart's configurations; undo both on exit."""
+    """Serve the webhook against `cluster` and register the chart's configurations (rendered as release
+    `release` in `namespace`: the names its entries match on); undo both on exit."""
     cert_dir = tmp_path / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
     args = ["--kubeconfig", str(cluster.kubeconfig), *serve_args]
     if workers is not None:
         args += ["--workers", str(workers)]
-    ensure_namespace(cluster, RELEASE_NAMESPACE)
+    ensure_namespace(cluster, namespace)
     ensure_namespace(cluster, "default")  # the probe's namespace needs its ServiceAccount
     with ExitStack() as stack:
         server = _ready(stack.enter_context(webhook_server(tmp_path, *args, cert_dir=cert_dir)))
@@ -381,7 +384,11 @@ def registered_webhook(
 
         # Rendered for this API server's version: the chart leaves out fields it does not know.
         configs = chart_webhook_configurations(
-            server.url, ca_bundle, {"kubeVersionOverride": cluster.version, **(values or {})}
+            server.url,
+            ca_bundle,
+            {"kubeVersionOverride": cluster.version, **(values or {})},
+            release=release,
+            namespace=namespace,
         )
         cluster.apply(*configs)
         try:

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
 from tests.support.server import EXAMPLE_CLASSES
 from webhook.policy.class_model import ClassSet, StaticClassStore
+from webhook.policy.eviction_rules import PodLookupError
 from webhook.policy.pod_rules import PodOptions
 from webhook.server.app import MAX_BODY_BYTES, create_app
 from webhook.server.metrics import MULTIPROC_ENV
@@ -366,3 +367,59 @@ def test_a_system_pod_whose_mutation_was_skipped_is_admitted_warned_and_counted(
         )
         assert counted == 0
     assert "priority_webhook_unresolved_pods_total" in client.get("/metrics").get_data(as_text=True)
+
+
+class _PodNodes:
+    """Answers of the eviction check's pod lookup: a node, None (no pod), or a failure."""
+
+    def __init__(self, answer: str | Exception | None) -> None:
+        self.answer = answer
+
+    def node_of(self, namespace: str, name: str) -> str | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _eviction(node: str | None) -> dict[str, Any]:
+    user: dict[str, Any] = {"username": "system:serviceaccount:pw:pw-sidecar"}
+    if node is not None:
+        user["extra"] = {"authentication.kubernetes.io/node-name": [node]}
+    request = {
+        "uid": "e-1",
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "operation": "CREATE",
+        "namespace": "ns",
+        "name": "web",
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web"}},
+        "userInfo": user,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@pytest.mark.parametrize(
+    ("pods", "claim", "status", "allowed", "result"),
+    [
+        (_PodNodes("node-a"), "node-a", 200, True, "allowed"),
+        (_PodNodes("node-b"), "node-a", 200, False, "denied"),
+        (_PodNodes("node-a"), None, 200, False, "denied"),
+        (None, "node-a", 200, False, "denied"),  # no cluster: cannot know the pod's node
+        (_PodNodes(PodLookupError("reading pod ns/web: HTTP 500")), "node-a", 503, None, "unavailable"),
+    ],
+)
+def test_validate_checks_the_sidecars_evictions(
+    store: Any, pods: Any, claim: str | None, status: int, allowed: bool | None, result: str
+) -> None:
+    labels = {"webhook": "validate", "operation": "CREATE", "resource": "pods/eviction", "result": result}
+    before = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
+    resp = post(create_app(store, pods=pods).test_client(), "/validate", _eviction(claim))
+    assert resp.status_code == status
+    if allowed is None:
+        assert resp.get_json() == {"error": "reading pod ns/web: HTTP 500"}
+    else:
+        answer = resp.get_json()["response"]
+        assert answer["allowed"] is allowed and "patch" not in answer
+    after = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
+    assert after - before == 1

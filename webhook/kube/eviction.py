@@ -84,7 +84,7 @@ def failure(err: ApiException) -> Outcome:
     )
 
 
-def _pod_path(namespace: str, name: str) -> str:
+def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
 
 
@@ -98,7 +98,7 @@ def evict(
         "metadata": {"name": name, "namespace": namespace},
         "deleteOptions": {"preconditions": {"uid": uid}},
     }
-    return _attempt(api_client, "POST", _pod_path(namespace, name) + "/eviction", body, timeout, "Evicted")
+    return _attempt(api_client, "POST", pod_path(namespace, name) + "/eviction", body, timeout, "Evicted")
 
 
 def delete(
@@ -114,7 +114,7 @@ def delete(
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
     if grace_period_seconds is not None:
         body["gracePeriodSeconds"] = grace_period_seconds
-    return _attempt(api_client, "DELETE", _pod_path(namespace, name), body, timeout, "Deleted")
+    return _attempt(api_client, "DELETE", pod_path(namespace, name), body, timeout, "Deleted")
 
 
 def _attempt(api_client: ApiClient, method: str, path: str, body: Any, timeout: float, done: str) -> Outcome:

@@ -18,6 +18,8 @@ class Request:
     namespace: str = ""
     name: str = ""
     sub_resource: str = ""
+    # request.userInfo.extra["authentication.kubernetes.io/node-name"]: the node of a pod-bound token.
+    node_claim: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,11 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from webhook.k8s import POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import CREATE, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.class_model import ClassSet
 from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import ALLOW, Decision, Request
+from webhook.policy.eviction_rules import EVICTION, NO_CLUSTER, PodNodes, decide_eviction, node_claim
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.review.fastpath import qualified_resource, well_formed
 from webhook.review.workload_check import check_workload, workload_kind
@@ -49,8 +50,15 @@ def parse_review(body: Any) -> tuple[str, str, Request]:
         namespace=req.get("namespace", ""),
         name=req.get("name", ""),
         sub_resource=req.get("subResource", ""),
+        node_claim=node_claim(_user_extra(req)),
     )
     return api_version, req["uid"], request
+
+
+def _user_extra(req: dict[str, Any]) -> Any:
+    """request.userInfo.extra, or None: read for evictions only, never required (a review may omit it)."""
+    user = req.get("userInfo")
+    return user.get("extra") if isinstance(user, dict) else None
 
 
 def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -74,18 +82,39 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return review["apiVersion"], req
 
 
-def decide_request(request: Request, stage: Stage, classes: ClassSet, options: PodOptions) -> Decision:
+def is_eviction(request: Request) -> bool:
+    return request.resource == POD_RESOURCE and request.sub_resource == EVICTION
+
+
+def decide_eviction_request(request: Request, pods: PodNodes | None) -> Decision:
+    """The sidecar's eviction of a pod: allowed only on the node its token names. Needs the pod's node,
+    so a webhook with no cluster refuses (it cannot know); PodLookupError propagates (no answer)."""
+    if request.operation != CREATE:
+        return ALLOW
+    if not request.node_claim:
+        return decide_eviction("", request.namespace, request.name, None)
+    if pods is None:
+        return Decision(allowed=False, code=403, reason="Forbidden", message=NO_CLUSTER)
+    node = pods.node_of(request.namespace, request.name)
+    return decide_eviction(request.node_claim, request.namespace, request.name, node)
+
+
+def decide_request(
+    request: Request, stage: Stage, classes: ClassSet, options: PodOptions, pods: PodNodes | None = None
+) -> Decision:
     if stage is Stage.ADMIT:
-        mutated = decide_request(request, Stage.MUTATE, classes, options)
+        mutated = decide_request(request, Stage.MUTATE, classes, options, pods)
         if not mutated.allowed:
             return mutated
         obj = request.object
         if mutated.patch and obj is not None:
             obj = jsonpatch.apply_patch(obj, list(mutated.patch))
-        validated = decide_request(replace(request, object=obj), Stage.VALIDATE, classes, options)
+        validated = decide_request(replace(request, object=obj), Stage.VALIDATE, classes, options, pods)
         if not validated.allowed:
             return validated
         return replace(mutated, warnings=mutated.warnings + validated.warnings)
+    if is_eviction(request):
+        return decide_eviction_request(request, pods) if stage is Stage.VALIDATE else ALLOW
     if request.resource == POD_RESOURCE:
         check = admit_pod if stage is Stage.MUTATE else validate_pod
         return check(request, classes, options)
@@ -114,11 +143,16 @@ def response_review(api_version: str, uid: str, decision: Decision, *, with_patc
 
 
 def handle_review(
-    body: Any, stage: Stage, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS
+    body: Any,
+    stage: Stage,
+    classes: ClassSet,
+    options: PodOptions = DEFAULT_POD_OPTIONS,
+    pods: PodNodes | None = None,
 ) -> tuple[dict[str, Any], Request, Decision]:
-    """Answer one AdmissionReview; raises MalformedReview for a body that is not one."""
+    """Answer one AdmissionReview; raises MalformedReview for a body that is not one. `pods` looks up an
+    evicted pod's node (cluster mode only); its PodLookupError propagates."""
     api_version, uid, request = parse_review(body)
-    decision = decide_request(request, stage, classes, options)
+    decision = decide_request(request, stage, classes, options, pods)
     # A validating webhook may not return a patch (the API server rejects the response).
     review = response_review(api_version, uid, decision, with_patch=stage is not Stage.VALIDATE)
     return review, request, decision

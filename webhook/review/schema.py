@@ -50,6 +50,8 @@ class AdmissionRequestSchema(_Loose):
     object = fields.Dict(allow_none=True, load_default=None)
     oldObject = fields.Dict(allow_none=True, load_default=None)
     dryRun = fields.Boolean(load_default=False)
+    # Read only for an eviction's node claim, defensively (handler._user_extra): any shape loads.
+    userInfo = fields.Raw(load_default=None, allow_none=True)
 
 
 class AdmissionReviewSchema(_Loose):

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.k8s import OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.objects.workloads import WORKLOAD_RESOURCES
 from webhook.policy.class_model import ClassStore
+from webhook.policy.eviction_rules import PodLookupError, PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.server import metrics
@@ -35,8 +36,9 @@ READY_WAIT = 2.0
 BODY_INCOMPLETE = "priority_webhook.body_incomplete"  # environ key: do not try to drain the rest
 BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was read whole, nothing to drain
 JSON = "application/json"
+EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
-KNOWN_RESOURCES = frozenset({POD_RESOURCE, PRIORITY_CLASS_RESOURCE, *WORKLOAD_RESOURCES})
+KNOWN_RESOURCES = frozenset({POD_RESOURCE, EVICTION_RESOURCE, PRIORITY_CLASS_RESOURCE, *WORKLOAD_RESOURCES})
 KNOWN_OPERATIONS = frozenset(OPERATIONS)
 
 
@@ -176,7 +178,12 @@ def _label(value: str, known: frozenset[str]) -> str:
 
 
 def review_view(
-    stage: Stage, store: ClassStore, options: PodOptions, body_timeout: float, ready_wait: float
+    stage: Stage,
+    store: ClassStore,
+    options: PodOptions,
+    body_timeout: float,
+    ready_wait: float,
+    pods: PodNodes | None = None,
 ) -> Callable[[], Response]:
     webhook = stage.value
 
@@ -189,15 +196,19 @@ def review_view(
             body = parse_json(read_body(request.environ, request.content_length, body_timeout))
             if not store.wait_ready(ready_wait):
                 raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
-            review, req, decision = handle_review(body, stage, store.snapshot(), options)
+            review, req, decision = handle_review(body, stage, store.snapshot(), options, pods)
         except (BadRequest, MalformedReview) as err:
             response = error_response(str(err), 400)
+        except PodLookupError as err:  # only an eviction's check looks a pod up
+            operation, resource, result = "CREATE", EVICTION_RESOURCE, "unavailable"
+            response = error_response(str(err), 503)
         except NotReady as err:
             result = "unavailable"
             response = error_response(str(err), 503)
         else:
             operation = _label(req.operation, KNOWN_OPERATIONS)
-            resource = _label(req.resource, KNOWN_RESOURCES)
+            full = f"{req.resource}/{req.sub_resource}" if req.sub_resource else req.resource
+            resource = _label(full, KNOWN_RESOURCES)
             result = "allowed" if decision.allowed else "denied"
             if decision.unresolved:
                 metrics.UNRESOLVED_PODS.inc()
@@ -217,12 +228,14 @@ def create_app(
     *,
     body_timeout: float = BODY_TIMEOUT,
     ready_wait: float = READY_WAIT,
+    pods: PodNodes | None = None,
 ) -> Flask:
     """The WSGI app for one worker; `store` is read once per review (a snapshot). A review waits only for
-    a cluster store's first sync, at most `ready_wait` seconds, and is refused with 503 after that."""
+    a cluster store's first sync, at most `ready_wait` seconds, and is refused with 503 after that.
+    `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered 503."""
     app = Flask(__name__)
     for stage in (Stage.MUTATE, Stage.VALIDATE):
-        view = review_view(stage, store, options, body_timeout, ready_wait)
+        view = review_view(stage, store, options, body_timeout, ready_wait, pods)
         app.add_url_rule(f"/{stage.value}", view_func=view, methods=["POST"])
 
     @app.after_request

@@ -28,9 +28,10 @@ from gunicorn.app.base import BaseApplication
 
 from webhook.files.tls import TLS_CERT, TLS_KEY
 from webhook.policy.class_model import ClassStore
+from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, Limits
-from webhook.server.store import StoreSpec, close_store, open_store
+from webhook.server.store import StoreSpec, close_pod_nodes, close_store, open_pod_nodes, open_store
 from webhook.server.tlscontext import ReloadingContext
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class WebhookApplication(BaseApplication):
         # have each worker open its own (the cluster one).
         self.master_store = store
         self.worker_store: ClassStore | None = None
+        self.worker_pods: PodNodes | None = None
         super().__init__()
 
     def load_config(self) -> None:
@@ -116,11 +118,18 @@ class WebhookApplication(BaseApplication):
         self.worker_store = (
             self.master_store if self.master_store is not None else open_store(self.settings.store)
         )
-        return create_app(self.worker_store, self.settings.options, body_timeout=self.settings.read_timeout)
+        self.worker_pods = open_pod_nodes(self.settings.store)
+        return create_app(
+            self.worker_store,
+            self.settings.options,
+            body_timeout=self.settings.read_timeout,
+            pods=self.worker_pods,
+        )
 
     def _worker_exit(self, server: Any, worker: Any) -> None:
         if self.worker_store is not None and self.worker_store is not self.master_store:
             close_store(self.worker_store)
+        close_pod_nodes(self.worker_pods)
 
 
 def _child_exit(server: Any, worker: Any) -> None:

@@ -107,6 +107,7 @@ ROUTES = (
     ("mutate", "CREATE", "pods"),
     ("mutate", "UPDATE", "pods"),
     ("validate", "CREATE", "pods"),
+    ("validate", "CREATE", "pods/eviction"),
     ("validate", "CREATE", "priorityclasses.scheduling.k8s.io"),
     ("validate", "UPDATE", "priorityclasses.scheduling.k8s.io"),
     ("validate", "DELETE", "priorityclasses.scheduling.k8s.io"),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from webhook.files.class_files import static_store
 from webhook.policy.class_model import ClassStore
+from webhook.policy.eviction_rules import PodNodes
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,19 @@ def close_store(store: ClassStore) -> None:
     stop = getattr(store, "stop", None)
     if callable(stop):
         stop()
+
+
+def open_pod_nodes(spec: StoreSpec) -> PodNodes | None:
+    """The pod lookup of the eviction check, with a cluster only: without one /validate refuses evictions."""
+    if not spec.cluster:
+        return None
+    from webhook.kube.config import api_client
+    from webhook.kube.pod_nodes import ClusterPodNodes
+
+    return ClusterPodNodes(api_client(spec.kubeconfig, spec.in_cluster))
+
+
+def close_pod_nodes(pods: PodNodes | None) -> None:
+    close = getattr(pods, "close", None)
+    if callable(close):
+        close()

@@ -253,7 +253,7 @@ securityContext:
 
 {{/* Every webhook name the configurations use, as a regular expression for the API server's metrics. */}}
 {{- define "priority-webhook.webhookNamesRegex" -}}
-(pods|system-pods|priorityclasses|workloads)\.priority-webhook\.io
+(pods|system-pods|priorityclasses|workloads|evictions)\.priority-webhook\.io
 {{- end -}}
 
 {{/* ServiceAccounts: the chart's, or the operator's own (serviceAccount.create false, name required). */}}

@@ -110,3 +110,16 @@ clientConfig:
   operations: {{ toJson . }}
   scope: Namespaced
 {{- end -}}
+
+{{/* The user of the sidecar's ServiceAccount, as the API server names it in requests. */}}
+{{- define "priority-webhook.sidecarUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "priority-webhook.sidecarServiceAccountName" .) -}}
+{{- end -}}
+
+{{/* Whether the sidecar's NodeRestriction is on (its policy and the eviction entry): tokens name their
+node from Kubernetes 1.30; a dry-run sidecar changes no pod. */}}
+{{- define "priority-webhook.evictionCheck" -}}
+{{- if and .Values.sidecar.enabled .Values.sidecar.nodeRestriction (not .Values.sidecar.dryRun) (include "priority-webhook.atLeast" (list . "1.30")) -}}
+true
+{{- end -}}
+{{- end -}}
