@@ -1,14 +1,16 @@
-"""End-to-end fixtures: a real control plane from KUBEBUILDER_ASSETS (see tests/support/envtest.py).
+"""End-to-end fixtures: a real control plane from an envtest folder (see tests/support/envtest.py).
 
-Without the binaries the end-to-end tests are left out with one line on a workstation, and fail under
-`CI=true`: in CI they must run. A failing test gets the tail of every control-plane log in its report,
-and its working folder (full logs, certificates, etcd data) is kept.
+The folder is found the envtest way: `KUBEBUILDER_ASSETS`, else setup-envtest's data folder. Where none is
+found the end-to-end tests do not run, on a workstation and in CI alike, and the summary says so in one line
+per version with the places looked at. `E2E_REQUIRED=1` (for a CI that provides envtest) turns that absence
+into an error. A failing test gets the tail of every control-plane log in its report, and its working folder
+(full logs, certificates, etcd data) is kept.
 
-Two Kubernetes versions: the current one (KUBEBUILDER_ASSETS) runs everything; the oldest one we still
-prove (KUBEBUILDER_ASSETS_OLDEST) runs the focused subset of tests that ask for `both_versions` (a shared
-cluster of each version) or `both_versions_assets` (binaries for a cluster of the test's own): each such
-test runs once per version, its id ending in `[current]` or `[oldest]`. The summary counts the tests per
-kube-apiserver version.
+Two Kubernetes versions: the current one (`KUBEBUILDER_ASSETS`, else 1.33.x) runs everything; the oldest one
+we still prove (`KUBEBUILDER_ASSETS_OLDEST`, else 1.24.x) runs the focused subset of tests that ask for
+`both_versions` (a shared cluster of each version), `both_versions_assets` (binaries for a cluster of the
+test's own) or `oldest_plane`: each such test runs once per version, its id ending in `[current]` or
+`[oldest]`. The summary counts the tests per kube-apiserver version.
 """
 
 from __future__ import annotations
@@ -21,39 +23,69 @@ from typing import Any
 import pytest
 
 from tests.e2e.webhook import RegisteredWebhook, registered_webhook
-from tests.support.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV, AssetsMissing, ControlPlane, assets_dir
+from tests.support.envtest import (
+    ASSETS_ENV,
+    OLDEST_ASSETS_ENV,
+    WANTED,
+    AssetsMissing,
+    ControlPlane,
+    assets_dir,
+)
 
 _PLANES = pytest.StashKey[list[ControlPlane]]()
 _HERE = Path(__file__).parent
 _RAN: dict[str, int] = {}
 _NOT_RUN: list[str] = []
-VERSIONS = ("current", "oldest")
+OLDEST = pytest.mark.oldest_version
+VERSIONS = ("current", pytest.param("oldest", marks=OLDEST))
+_OLDEST_FIXTURES = {"oldest_assets", "oldest_plane"}
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+def e2e_required() -> bool:
+    """`E2E_REQUIRED=1`: a missing envtest folder is an error rather than a line in the summary."""
+    return os.environ.get("E2E_REQUIRED", "").lower() in ("1", "true", "yes")
 
 
+def needs_oldest(item: pytest.Item) -> bool:
+    """The test runs on the oldest version (its `[oldest]` instance, or an oldest-only test)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker(OLDEST.name) is not None or bool(fixtures & _OLDEST_FIXTURES)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On a workstation without the binaries, leave the end-to-end tests out with one line in the summary."""
-    if _in_ci():
-        return
-    try:
-        assets_dir()
-    except AssetsMissing as err:
-        ours = [item for item in items if _HERE in item.path.parents]
-        if ours:
-            items[:] = [item for item in items if item not in ours]
-            config.hook.pytest_deselected(items=ours)
-            _NOT_RUN.append(f"end-to-end: {len(ours)} tests not run: {err}")
+    """Without an envtest folder for a version, leave its end-to-end tests out with one summary line (or,
+    under E2E_REQUIRED=1, stop with that line as the error)."""
+    ours = [item for item in items if _HERE in item.path.parents]
+    left_out: list[pytest.Item] = []
+    for env in (ASSETS_ENV, OLDEST_ASSETS_ENV):
+        try:
+            assets_dir(env)
+            continue
+        except AssetsMissing as err:
+            reason = f"not run against Kubernetes {WANTED[env]}: {err}"
+        if e2e_required() and ours:
+            raise pytest.UsageError(f"end-to-end tests are required (E2E_REQUIRED=1) but {reason}")
+        if env == OLDEST_ASSETS_ENV:
+            skipped = [item for item in ours if needs_oldest(item) and item not in left_out]
+        else:
+            skipped = list(ours)
+        left_out.extend(skipped)
+        _NOT_RUN.append(f"end-to-end: {reason}")
+    if left_out:
+        gone = set(left_out)
+        items[:] = [item for item in items if item not in gone]
+        config.hook.pytest_deselected(items=left_out)
 
 
 def _require_assets(env: str = ASSETS_ENV) -> Path:
+    """The envtest folder for `env`; a test that gets here without one (it escaped collection's check,
+    e.g. a kubelet test on a folder without kubemark) is skipped, or fails under E2E_REQUIRED=1."""
     try:
         return assets_dir(env)
     except AssetsMissing as err:
-        if _in_ci():
-            pytest.fail(f"end-to-end tests must run in CI: {err}", pytrace=False)
+        if e2e_required():
+            pytest.fail(f"end-to-end tests are required (E2E_REQUIRED=1): {err}", pytrace=False)
         pytest.skip(f"end-to-end tests need a control plane: {err}")
 
 
@@ -123,9 +155,9 @@ def attach_logs(request: pytest.FixtureRequest) -> Callable[[ControlPlane], Cont
 
 @pytest.fixture(scope="session")
 def oldest_assets() -> Path:
-    """The binaries of the oldest Kubernetes we prove (KUBEBUILDER_ASSETS_OLDEST): pass them as
-    `start_control_plane(assets=oldest_assets)` for behaviour that differs between versions. Under
-    `CI=true` a missing folder fails the test, as for the current version."""
+    """The binaries of the oldest Kubernetes we prove (KUBEBUILDER_ASSETS_OLDEST, else 1.24.x in
+    setup-envtest's data folder): pass them as `start_control_plane(assets=oldest_assets)` for behaviour
+    that differs between versions."""
     return _require_assets(OLDEST_ASSETS_ENV)
 
 
@@ -194,16 +226,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _label(plane: ControlPlane) -> str:
-    """The plane's version, and which of the two it is (a test that used both counts for both)."""
-
-    def named(env: str) -> bool:
-        try:
-            return plane.assets.resolve() == assets_dir(env).resolve()
-        except AssetsMissing:
-            return False
-
-    oldest = named(OLDEST_ASSETS_ENV) and not named(ASSETS_ENV)
-    return f"{plane.version} ({OLDEST_ASSETS_ENV if oldest else ASSETS_ENV})"
+    """The plane's version and the folder it came from (a test that used both counts for both)."""
+    return f"{plane.version} ({plane.assets})"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

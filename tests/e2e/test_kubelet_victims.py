@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.e2e.hollow import (
+    VERSION_PARAMS,
     VERSIONS,
     KubeletEnv,
     clear_namespace,
@@ -257,7 +258,7 @@ STATIC_MANIFEST = {
 }
 
 
-@pytest.fixture(scope="module", params=list(VERSIONS))
+@pytest.fixture(scope="module", params=VERSION_PARAMS)
 def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeletEnv]:
     version: str = request.param
     workdir = tmp_path_factory.mktemp(f"kubelet-victims-{version}")

@@ -1,8 +1,11 @@
 """A real Kubernetes control plane for end-to-end tests, in the manner of controller-runtime's envtest.
 
-The binaries come from the folder named by `KUBEBUILDER_ASSETS` (`etcd`, `kube-apiserver`, `kubectl`, and
-optionally `kube-controller-manager` and `kube-scheduler`): what `setup-envtest use -p path` prints on a
-workstation. Everything else is made here, in a temporary folder: free loopback ports, certificates from
+The binaries come from an envtest folder (`kube-apiserver`, `kubectl`, `etcd`, and optionally
+`kube-controller-manager`, `kube-scheduler` and `kubemark`), found as envtest finds it: the folder named by
+`KUBEBUILDER_ASSETS`, else the newest patch of the wanted minor in setup-envtest's data folder
+(`${XDG_DATA_HOME:-~/.local/share}/kubebuilder-envtest/k8s/1.33.x-linux-amd64`, where `setup-envtest use 1.33.x`
+puts it). etcd may also come from PATH (Debian's `etcd-server`). This repository ships no Kubernetes binary:
+where no folder is found, `AssetsMissing` says where it looked. Everything else is made here, in a temporary folder: free loopback ports, certificates from
 the project's own certificate code, an admin kubeconfig, and one log file per process.
 
     with ControlPlane.start(workdir, apiserver_args=["--disable-admission-plugins=Priority"]) as cp:
@@ -45,25 +48,77 @@ from webhook.files import tls
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 # The oldest Kubernetes we still prove, for the tests of behaviour that differs between versions.
 OLDEST_ASSETS_ENV = "KUBEBUILDER_ASSETS_OLDEST"
-REQUIRED = ("etcd", "kube-apiserver", "kubectl")
+# The minor version each variable stands for, when the folder is looked up in setup-envtest's data folder.
+WANTED = {ASSETS_ENV: "1.33", OLDEST_ASSETS_ENV: "1.24"}
+REQUIRED = ("kube-apiserver", "kubectl")
 SERVICE_CIDR = "10.0.0.0/24"
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 class AssetsMissing(RuntimeError):
-    """KUBEBUILDER_ASSETS is unset or lacks a binary: the end-to-end tests cannot run."""
+    """No envtest folder for the wanted version: the end-to-end tests cannot run. The message names the
+    places looked at."""
+
+
+def data_folder() -> Path:
+    """Where `setup-envtest use` keeps its versions: `$XDG_DATA_HOME/kubebuilder-envtest/k8s`."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kubebuilder-envtest" / "k8s"
+
+
+def _shown(path: Path) -> str:
+    """A path as a person reads it in a summary line: the home folder as `~`."""
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home) :] if home != "/" and text.startswith(home + os.sep) else text
+
+
+def _lacks(folder: Path) -> list[str]:
+    """The binaries an envtest folder lacks (etcd may come from PATH: Debian's etcd-server)."""
+    missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
+    if not os.access(folder / "etcd", os.X_OK) and not shutil.which("etcd"):
+        missing.append("etcd (in the folder or on PATH)")
+    return missing
+
+
+def _patch_folders(minor: str) -> list[Path]:
+    """setup-envtest's folders of `minor` for this machine (`1.33.3-linux-amd64`), newest patch first."""
+    suffix = f"-linux-{_ARCH.get(os.uname().machine, os.uname().machine)}"
+    pattern = re.compile(re.escape(minor) + r"\.(\d+)" + re.escape(suffix) + "$")
+    try:
+        entries = list(data_folder().iterdir())
+    except OSError:
+        return []
+    found = [(int(m.group(1)), entry) for entry in entries if (m := pattern.match(entry.name))]
+    return [entry for _, entry in sorted(found, key=lambda pair: pair[0], reverse=True)]
 
 
 def assets_dir(env: str = ASSETS_ENV) -> Path:
-    """The envtest binaries folder named by `env` (the current version by default, `OLDEST_ASSETS_ENV`
-    for the oldest); raises AssetsMissing naming what is missing."""
+    """The envtest folder of the version `env` stands for (the current one by default, `OLDEST_ASSETS_ENV`
+    for the oldest), found the envtest way: the variable, else the newest complete patch of the wanted
+    minor in setup-envtest's data folder. Raises AssetsMissing naming the places looked at."""
     value = os.environ.get(env, "")
-    if not value:
-        raise AssetsMissing(f"{env} is not set (a folder with {', '.join(REQUIRED)})")
-    folder = Path(value)
-    missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
-    if missing:
-        raise AssetsMissing(f"{env}={folder} lacks {', '.join(missing)}")
-    return folder
+    if value:
+        folder = Path(value)
+        missing = _lacks(folder)
+        if missing:
+            raise AssetsMissing(f"{env}={folder} lacks {', '.join(missing)}")
+        return folder
+    minor = WANTED[env]
+    incomplete = []
+    for folder in _patch_folders(minor):
+        missing = _lacks(folder)
+        if not missing:
+            return folder
+        incomplete.append(f"{folder.name} lacks {', '.join(missing)}")
+    looked = f"none under {_shown(data_folder())}" if not incomplete else "; ".join(incomplete)
+    raise AssetsMissing(f"no envtest folder ({env} unset; {looked})")
+
+
+def etcd_binary(folder: Path) -> str:
+    """etcd from the envtest folder where it has one (setup-envtest's do), else from PATH."""
+    own = folder / "etcd"
+    return str(own) if os.access(own, os.X_OK) else shutil.which("etcd") or str(own)
 
 
 def free_ports(count: int) -> list[int]:
@@ -198,8 +253,8 @@ class ControlPlane:
         timeout: float = 120.0,
         assets: Path | None = None,
     ) -> ControlPlane:
-        """Start etcd and kube-apiserver (and the optional components) from `assets`, by default the folder
-        named by KUBEBUILDER_ASSETS; pass `assets_dir(OLDEST_ASSETS_ENV)` for the oldest version."""
+        """Start etcd and kube-apiserver (and the optional components) from `assets`, by default the current
+        version's envtest folder (`assets_dir()`); pass `assets_dir(OLDEST_ASSETS_ENV)` for the oldest."""
         assets = assets or assets_dir()
         workdir.mkdir(parents=True, exist_ok=True)
         pki = workdir / "pki"
@@ -249,7 +304,7 @@ class ControlPlane:
             plane._add(
                 "etcd",
                 [
-                    str(assets / "etcd"),
+                    etcd_binary(assets),
                     "--name",
                     "default",
                     "--data-dir",
