@@ -37,6 +37,9 @@ EXTRA_RESOURCES = (
     ),
 )
 NODE = "node-a"
+# The first test builds the image (tests/image/conftest.py): on a fresh machine that installs podman and
+# makes the base from Debian's archive, a few minutes.
+pytestmark = pytest.mark.timeout(1800)
 
 
 def package_version() -> str:
