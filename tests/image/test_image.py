@@ -185,6 +185,29 @@ def test_every_module_imports_and_nothing_installed_is_unused(
     assert unused.split() == []
 
 
+def test_installed_versions_are_the_pinned_ones(image: str, chart_objects: Rendered, tmp_path: Path) -> None:
+    """Two builds of one commit install the same versions: every distribution in the image is at its pin."""
+    listing = in_image(
+        image,
+        chart_objects,
+        tmp_path,
+        "python",
+        "-c",
+        "import importlib.metadata as md\nfor d in md.distributions(): print(d.metadata['Name'], d.version)",
+    ).stdout.split("\n")
+    installed = {
+        name.lower().replace("_", "-"): version
+        for name, version in (line.split() for line in listing if line)
+    }
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    assert installed.pop("priority-webhook") == package_version().split()[-1]
+    assert installed and {name: pins.get(name) for name in installed} == installed
+
+
 def verified_session(ca: Path, server_name: str) -> urllib3.PoolManager:
     context = ssl.create_default_context(cafile=str(ca))
     return urllib3.PoolManager(
