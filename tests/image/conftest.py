@@ -13,18 +13,25 @@ import helm_python as helm
 import pytest
 
 from tests.chart.rendering import CHART, Rendered, render
-from tests.image.engine import EngineUnavailable, build, in_ci
+from tests.image.engine import EngineUnavailable, build, in_ci, inspect
 from tests.support.server import free_port
 
 
 @pytest.fixture(scope="session")
-def image() -> str:
+def image_tag() -> str:
+    """The reference `scripts/image` printed (the chart's repository and tag)."""
     try:
         return build()
     except EngineUnavailable as err:
         if in_ci():
             pytest.fail(f"the image must be built and run in CI: {err}", pytrace=False)
         pytest.skip(f"image tests need a container engine: {err}")
+
+
+@pytest.fixture(scope="session")
+def image(image_tag: str) -> str:
+    """The image this session built, by its ID: a build in another checkout may move the tag meanwhile."""
+    return inspect(image_tag)["Id"]
 
 
 @pytest.fixture(scope="session")

@@ -104,12 +104,12 @@ def name(kind: str) -> str:
     return f"pw-image-test-{kind}-{secrets.token_hex(4)}"
 
 
-def test_version_is_the_packages(image: str, chart_objects: Rendered, tmp_path: Path) -> None:
+def test_version_is_the_packages(image: str, image_tag: str, chart_objects: Rendered, tmp_path: Path) -> None:
     spec, container = workload(chart_objects, "Deployment")
     options, _ = run_args(spec, container, Pod(NODE, None, tmp_path))
     done = podman("run", "--rm", *options, image, "--version")
     assert done.stdout.strip() == package_version()
-    assert image.endswith(":" + package_version().split()[-1]), (
+    assert image_tag.endswith(":" + package_version().split()[-1]), (
         "tagged with the version, as the chart expects"
     )
 
