@@ -1,39 +1,56 @@
 # syntax=docker/dockerfile:1
 #
-# priority-webhook image: `docker build -t priority-webhook:$(python3 -c 'import webhook; print(webhook.__version__)') .`
+# priority-webhook image. `scripts/image` builds it (podman or buildah) and prints its reference; by hand:
+#   docker build --build-arg VERSION=$(python3 -c 'import webhook; print(webhook.__version__)') \
+#     --build-arg REVISION=$(git rev-parse HEAD) -t priority-webhook:$(python3 -c 'import webhook; print(webhook.__version__)') .
 # (the tag the chart defaults to: its appVersion, which a test keeps equal to the package version)
 #
-# Two stages on the same slim Python base. The builder installs the dependencies that setup.cfg declares,
-# at the versions constraints.txt pins (two builds of one commit get the same packages), into a virtual
-# environment under /opt, in a layer of their own: a change to the source alone does not reinstall them.
-# Then it makes a wheel of the project and installs it without dependencies. The runtime stage copies
-# only that environment: no compiler, no pip, no source tree, no build cache, no secrets.
+# Two stages on the same slim Python base. The builder makes a build environment of its own (pip, setuptools
+# and wheel at the versions constraints.txt pins), installs the dependencies that setup.cfg declares at the
+# versions constraints.txt pins into a virtual environment under /opt, in a layer of their own (a change to
+# the source alone does not reinstall them), then builds a wheel of the project without build isolation (so
+# with those pinned build tools and without the network) and installs it without dependencies. Two builds
+# of one commit install the same packages, build tools included. The runtime stage copies only that
+# environment: no compiler, no build tools, no source tree, no build cache, no secrets.
 # Pin the base by digest for reproducible builds: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+#
+# Build-time configuration of pip (an index, a proxy's CA) comes as build secrets, which are mounted for one
+# RUN and never stored in a layer: `--secret id=pip.conf,src=FILE` (a pip configuration file) and
+# `--secret id=ca.crt,src=FILE` (a CA bundle, which that configuration names as /run/secrets/ca.crt).
+# Without them pip uses its defaults.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONFIG_FILE=/run/secrets/pip.conf \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 COPY setup.cfg constraints.txt ./
 # Dependencies install from wheels only: nothing is compiled, so the builder needs no toolchain either.
-RUN python -c "import configparser; c = configparser.ConfigParser(); c.read('setup.cfg'); print(c['options']['install_requires'])" > requirements.txt \
+# The client's asyncio half (kubernetes/aio, 68 MB) and the aiohttp stack that only it imports (12 MB) are
+# never loaded by any command: they are removed here, before the environment is copied, so the image is
+# smaller by their size (tests/image imports every module of the project inside the image).
+RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=ca.crt \
+    python -m venv /opt/build \
+ && /opt/build/bin/python -m pip install --only-binary=:all: -c constraints.txt pip setuptools wheel \
+ && /opt/build/bin/python -c "import configparser; c = configparser.ConfigParser(); c.read('setup.cfg'); print(c['options']['install_requires'])" > requirements.txt \
  && python -m venv --without-pip /opt/priority-webhook \
- && python -m pip --python /opt/priority-webhook/bin/python install --only-binary=:all: -c constraints.txt -r requirements.txt
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --only-binary=:all: -c constraints.txt -r requirements.txt \
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python uninstall --yes \
+      aiohttp aiohttp-retry aiohappyeyeballs aiosignal attrs frozenlist multidict propcache yarl \
+ && rm -r "$(/opt/priority-webhook/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("kubernetes").origin))')/aio"
 COPY pyproject.toml README.md LICENSE ./
 COPY webhook ./webhook
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && python -m pip --python /opt/priority-webhook/bin/python install --no-deps /wheels/priority_webhook-*.whl \
+RUN /opt/build/bin/python -m pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels . \
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-deps --no-index /wheels/priority_webhook-*.whl \
  && cp LICENSE /opt/priority-webhook/LICENSE
 
+# The runtime stage adds the environment to the base and changes nothing else. The base's own pip stays:
+# removing it in a later layer would only hide its files (the image would not shrink), and the runtime user
+# can write nowhere it could install to (the root filesystem is read-only, the environment root-owned).
 FROM ${PYTHON_IMAGE} AS runtime
-LABEL org.opencontainers.image.title="priority-webhook" \
-      org.opencontainers.image.description="Out-of-tree Kubernetes pod priority: admission webhook and node preemption sidecar" \
-      org.opencontainers.image.licenses="Apache-2.0"
-# The base image's own installer is not needed at run time.
-RUN python -m pip uninstall --yes pip setuptools wheel
 COPY --from=builder /opt/priority-webhook /opt/priority-webhook
 ENV PATH=/opt/priority-webhook/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -42,5 +59,17 @@ ENV PATH=/opt/priority-webhook/bin:$PATH \
 USER 65532:65532
 # 8443: webhook HTTPS (/mutate, /validate, /healthz, /readyz, /metrics); 9090: sidecar health and metrics.
 EXPOSE 8443 9090
+# No HEALTHCHECK: Kubernetes ignores it (the chart's liveness and readiness probes call /healthz and
+# /readyz), and one image runs two commands with different ports (serve, sidecar), so no single check fits.
 ENTRYPOINT ["priority-webhook"]
 CMD ["--help"]
+# Last, so that a new revision changes only the image's configuration, not a layer.
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/priority-webhook/priority-webhook
+LABEL org.opencontainers.image.title="priority-webhook" \
+      org.opencontainers.image.description="Out-of-tree Kubernetes pod priority: admission webhook and node preemption sidecar" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"

@@ -94,22 +94,94 @@ def test_runtime_copies_only_the_environment_and_installs_nothing(dockerfile: Do
     assert copies and all(
         c[0] == "--from=builder" and c[1] == c[2] == "/opt/priority-webhook" for c in copies
     )
-    for command in of(runtime, "RUN"):
-        assert not BUILD_TOOLS.search(command), command
-        assert "uninstall" in command, "the only change to the base is removing its installer"
+    assert of(runtime, "RUN") == [], "the base is left as it is: a later layer cannot make it smaller"
+
+
+def pip_commands(stage: list[dict[str, Any]]) -> list[str]:
+    """Each `pip ...` command of a stage's RUN instructions (split on `&&`)."""
+    return [
+        part.strip()
+        for value in of(stage, "RUN")
+        for part in value.split("&&")
+        if re.search(r"-m pip\b", part)
+    ]
 
 
 def test_dependencies_come_from_setup_cfg(dockerfile: DockerfileParser) -> None:
     builder = stages(dockerfile)[0]
     text = " ".join(of(builder, "RUN"))
     assert "pip wheel --no-deps" in text and ".whl" in text, "the project is built as a wheel and installed"
-    assert "--only-binary=:all:" in text, "no dependency is compiled"
+    installs = [c for c in pip_commands(builder) if re.search(r"\binstall\b", c) and "uninstall" not in c]
+    assert installs and all("--only-binary=:all:" in c or "--no-index" in c for c in installs), (
+        "no dependency is compiled"
+    )
     requirements = setup_cfg()["options"]["install_requires"].split()
     names = {re.split(r"[<>=!~\[; ]", req)[0].lower() for req in requirements if req}
     assert names
-    mentioned = {name for name in names if re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE)}
+    mentioned = {
+        name for name in names for c in installs if re.search(rf"\b{re.escape(name)}\b", c, re.IGNORECASE)
+    }
     assert not mentioned, f"dependencies listed in the Dockerfile instead of setup.cfg: {mentioned}"
     assert not BUILD_TOOLS.search(text)
+
+
+def pinned() -> dict[str, str]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    pins = [line.split("==") for line in lines if line and not line.startswith("#")]
+    return {name.lower().replace("_", "-"): version for name, version in pins}
+
+
+def test_every_install_is_pinned_build_tools_included(dockerfile: DockerfileParser) -> None:
+    """Two builds of one commit install the same versions: every pip install that may resolve names is
+    constrained, the wheel is built without build isolation (so with the pinned tools, not whatever an
+    isolated build environment would fetch), and those tools are in constraints.txt."""
+    builder = stages(dockerfile)[0]
+    for command in pip_commands(builder):
+        if re.search(r"\binstall\b", command) and "uninstall" not in command:
+            assert "-c constraints.txt" in command or "--no-deps" in command, command
+        if re.search(r"\bwheel\b.*--wheel-dir", command):
+            assert "--no-build-isolation" in command and "--no-deps" in command, command
+    import tomllib
+
+    build_requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    tools = {re.split(r"[<>=!~\[; ]", req)[0].lower() for req in build_requires} | {"pip"}
+    assert tools <= set(pinned()), tools - set(pinned())
+    tool_install = next(c for c in pip_commands(builder) if "setuptools" in c)
+    assert set(tool_install.split()) >= tools | {"-c", "constraints.txt"}, tool_install
+
+
+def test_build_configuration_comes_only_as_secret_mounts(dockerfile: DockerfileParser) -> None:
+    """pip's configuration and the CA reach the steps that download, as build secrets (never a layer)."""
+    builder = stages(dockerfile)[0]
+    downloads = [
+        value
+        for value in of(builder, "RUN")
+        if re.search(r"\binstall\b", value) and "--no-index" not in value
+    ]
+    assert downloads
+    for value in downloads:
+        assert "--mount=type=secret,id=pip.conf" in value and "--mount=type=secret,id=ca.crt" in value
+    env = " ".join(of(builder, "ENV"))
+    assert "PIP_CONFIG_FILE=/run/secrets/pip.conf" in env
+    for instruction in dockerfile.structure:
+        if instruction["instruction"] in ("COPY", "ADD"):
+            assert not re.search(r"pip\.conf|\.crt\b|secret", instruction["value"]), instruction["value"]
+
+
+def test_labels_name_the_version_revision_and_source(dockerfile: DockerfileParser) -> None:
+    runtime = stages(dockerfile)[-1]
+    labels = " ".join(of(runtime, "LABEL"))
+    for key, arg in (("version", "VERSION"), ("revision", "REVISION"), ("source", "SOURCE")):
+        assert f'org.opencontainers.image.{key}="${{{arg}}}"' in labels, key
+        assert any(value.startswith(f"{arg}=") for value in of(runtime, "ARG")), arg
+    chart = (ROOT / "charts" / "priority-webhook" / "Chart.yaml").read_text()
+    source = next(value for value in of(runtime, "ARG") if value.startswith("SOURCE="))
+    assert f"home: {source.partition('=')[2]}" in chart, "the default source is the chart's home"
+
+
+def test_no_healthcheck_and_the_reason_is_given(dockerfile: DockerfileParser) -> None:
+    assert not [i for i in dockerfile.structure if i["instruction"] == "HEALTHCHECK"]
+    assert re.search(r"No HEALTHCHECK: Kubernetes", (ROOT / "Dockerfile").read_text())
 
 
 def test_the_builder_copies_everything_the_wheel_needs(dockerfile: DockerfileParser) -> None:
@@ -130,7 +202,11 @@ def test_the_builder_copies_everything_the_wheel_needs(dockerfile: DockerfilePar
 
 def test_no_secrets_in_the_image_definition(dockerfile: DockerfileParser) -> None:
     for instruction in dockerfile.structure:
-        if instruction["instruction"] in ("ENV", "ARG", "LABEL"):
+        if instruction["instruction"] in ("ENV", "ARG"):
+            # Names only: PIP_CONFIG_FILE's value is the secret mount's path, which holds nothing after the build.
+            names = [item.partition("=")[0] for item in shlex.split(instruction["value"])]
+            assert not [name for name in names if SECRET_NAMES.search(name)], instruction["value"]
+        if instruction["instruction"] == "LABEL":
             assert not SECRET_NAMES.search(instruction["value"]), instruction["value"]
         if instruction["instruction"] in ("COPY", "ADD"):
             assert not re.search(r"\bcerts\b|\.key\b|\.pem\b|\.kube", instruction["value"]), instruction[

@@ -469,7 +469,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.api._wait_running()
         status = 500
         try:
-            if self.api.token and self.headers.get("Authorization") != f"Bearer {self.api.token}":
+            # The scheme is case-insensitive (RFC 7235): the client's in-cluster configuration sends "bearer".
+            scheme, _, credentials = (self.headers.get("Authorization") or "").partition(" ")
+            if self.api.token and (scheme.lower() != "bearer" or credentials != self.api.token):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             fault = self.api._take_fault(record)
             if fault is not None:
