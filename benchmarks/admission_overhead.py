@@ -329,7 +329,8 @@ class Results:
                 if floor and arm not in (NONE, FLOOR):
                     ours = out[kind][arm]["added"]
                     out[kind][arm]["vs_floor"] = {
-                        key: round(ours[key] / floor[key], 2) if floor[key] > 0 else None for key in floor
+                        key: round(ours[key] / floor[key], 2) if min(ours[key], floor[key]) > 0 else None
+                        for key in floor
                     }
         for arm, server in self.server.items():
             calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
