@@ -92,7 +92,7 @@ def test_explain_says_why_each_other_node_lost(files, capsys):
         {"node": "node1", "reason": "candidate, not chosen: more PDB violations"},
         {
             "node": "node3",
-            "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint {gpu: yes}",
+            "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint(s)",
         },
     ]
     assert explain["candidates"] == [

@@ -468,11 +468,13 @@ def test_planner_counts_a_resized_pod_as_the_schedulers_version_does():
 
 
 VERSIONS = [
-    ("v1.33.3", (1, 33)),
-    ("1.34.0", (1, 34)),
-    ("v1.31.2-gke.1200", (1, 31)),
-    ("v1.35.0-alpha.1", (1, 35)),
-    ("v1.24.0-alpha.1.724+abc", (1, 24)),
+    ("v1.33.3", (1, 33, 3)),
+    ("1.34.0", (1, 34, 0)),
+    ("v1.34.2", (1, 34, 2)),
+    ("v1.31.2-gke.1200", (1, 31, 2)),
+    ("v1.35.0-alpha.1", (1, 35, 0)),
+    ("v1.24.0-alpha.1.724+abc", (1, 24, 0)),
+    ("1.36", (1, 36, 0)),
     ("", None),
     ("kubemark", None),
     (None, None),
@@ -486,5 +488,7 @@ def test_parse_version(text, want):
 
 
 def test_a_node_without_a_kubelet_version_is_taken_as_the_current_version():
-    assert node_semantics(node()) == CURRENT == Semantics((1, 33))
-    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == V1_32
+    """Unknown means the newest stable minor we follow (1.37), not the version the e2e suites run."""
+    assert node_semantics(node()) == CURRENT == Semantics((1, 37, 0))
+    assert Semantics((1, 33)) == Semantics((1, 33, 0))
+    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == Semantics((1, 32, 4))
