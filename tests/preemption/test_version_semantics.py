@@ -491,4 +491,6 @@ def test_a_node_without_a_kubelet_version_is_taken_as_the_current_version():
     """Unknown means the newest stable minor we follow (1.37), not the version the e2e suites run."""
     assert node_semantics(node()) == CURRENT == Semantics((1, 37, 0))
     assert Semantics((1, 33)) == Semantics((1, 33, 0))
-    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == Semantics((1, 32, 4))
+    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == Semantics(
+        (1, 32, 4)
+    )

@@ -48,7 +48,7 @@ class Semantics:
 
     def __post_init__(self) -> None:
         # (1, 33) is 1.33.0: tests and callers may name a minor alone.
-        full = (tuple(self.version) + (0, 0, 0))[:3]
+        full = (*self.version, 0, 0, 0)[:3]
         object.__setattr__(self, "version", full)
 
     @property
