@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.preemption.planner_data.builders import HIGH, S, node, pod, preemptor, snapshot
+from tests.preemption.planner_data.builders import HIGH, LOW, VL, L, S, node, pod, preemptor, run, snapshot
 from webhook.preemption.cluster.filter import UNRESOLVABLE
 from webhook.preemption.cluster.planner import diagnose
 from webhook.preemption.semantics import CURRENT, Semantics, semantics_of
@@ -127,3 +127,70 @@ def test_the_gate_names_a_patch_per_minor(version, generic):
 def test_the_unknown_version_is_the_newest_we_follow():
     assert Semantics((1, 37, 0)) == CURRENT
     assert CURRENT.taint_reason_generic
+
+
+@pytest.mark.parametrize(
+    ("version", "taint_reasons"),
+    [
+        (
+            "v1.34.1",
+            "1 node(s) had untolerated taint {dedicated: user1}, 1 node(s) had untolerated taint {foo: bar}",
+        ),
+        ("v1.34.2", "2 node(s) had untolerated taint(s)"),
+        ("v1.35.0", "2 node(s) had untolerated taint(s)"),
+    ],
+)
+def test_plans_message_counts_the_taints_as_the_version_words_them(version, taint_reasons):
+    """The whole PodScheduled message: before 1.34.2 each taint is its own reason in the histogram; from
+    1.34.2 the tainted nodes are counted together."""
+    objects = [
+        node("node1", taints=[USER1]),
+        node("node2", taints=[FOO_BAR]),
+        node("node3"),
+        pod("p", "node3", HIGH, L),
+    ]
+    result = run(pod("pre", "", LOW, VL), objects, semantics=semantics_of(version))
+    assert result.node is None
+    assert result.message == (
+        f"0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, {taint_reasons}. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."
+    )
+
+
+def kubelet(version):
+    n = node("node1", taints=[USER1])
+    n["status"]["nodeInfo"] = {"kubeletVersion": version}
+    return n
+
+
+@pytest.mark.parametrize(
+    ("versions", "reason"),
+    [
+        (["v1.34.1"], "node(s) had untolerated taint {dedicated: user1}"),
+        (["v1.34.2"], "node(s) had untolerated taint(s)"),
+        (["v1.33.3", "v1.34.1"], "node(s) had untolerated taint {dedicated: user1}"),
+        (["v1.34.1", "v1.35.0"], "node(s) had untolerated taint(s)"),
+        ([None], "node(s) had untolerated taint(s)"),
+    ],
+)
+def test_a_snapshot_file_follows_its_newest_kubelet(tmp_path, capsys, versions, reason):
+    """`plan --cluster`: no scheduler version in a dump, the newest kubelet stands for it (skew policy)."""
+    import json
+
+    from webhook.cli import main
+
+    nodes = []
+    for i, version in enumerate(versions):
+        n = kubelet(version) if version else node("node1", taints=[USER1])
+        n["metadata"]["name"] = f"node{i}"
+        nodes.append(n)
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    pre = tmp_path / "pre.json"
+    pre.write_text(json.dumps(pod("pre", "", HIGH, S)))
+    assert main(["plan", "--cluster", str(cluster), "--pod", str(pre)]) == 1
+    message = json.loads(capsys.readouterr().out)["message"]
+    assert message.startswith(
+        f"0/{len(versions)} nodes are available: {len(versions)} {reason}. preemption: "
+    )
