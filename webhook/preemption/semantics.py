@@ -77,6 +77,14 @@ class Semantics:
         return self.version >= (1, 34)
 
     @property
+    def pod_level_status_resources(self) -> bool:
+        """`InPlacePodLevelResourcesVerticalScaling` beta, on by default, in 1.36 (kubernetes PR #137684):
+        the scheduler counts a pod on a node by its pod-level status too (`status.resources`,
+        `status.allocatedResources`): pod-level requests as the largest of spec, running and allocated,
+        and the containers' aggregate from the pod-level maps when the kubelet reports both."""
+        return self.version >= (1, 36)
+
+    @property
     def taint_reason_generic(self) -> bool:
         """TaintToleration's reason is `node(s) had untolerated taint(s)` from 1.34.2 (kubernetes PR
         #135023, a backport) and 1.35.0 (#134740); before, `node(s) had untolerated taint {key: value}`
