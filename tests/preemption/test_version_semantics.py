@@ -494,3 +494,17 @@ def test_a_node_without_a_kubelet_version_is_taken_as_the_current_version():
     assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == Semantics(
         (1, 32, 4)
     )
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "victims"),
+    [("v1.33.3", 2), ("v1.34.1", 1), ("v1.35.4", 1), ("v1.36.0", 1), ("v1.37.0", 1), (None, 1)],
+)
+def test_a_node_that_says_nothing_is_the_newest_kubelet_we_follow(kubelet, victims):
+    """The sidecar-formula victim (#132277, 1.34): 1.37 and a Node without a version answer as 1.34+."""
+    sidecar = {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    pods = [pod("with-sidecar", "1", initContainers=[sidecar]), pod("plain", "1")]
+    n = node()
+    if kubelet is not None:
+        n["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
+    assert len(admit_to_node(critical(cpu="3"), n, pods).victims) == victims
