@@ -9,7 +9,8 @@ Deliberate choices where upstream is random or version-dependent (see docs/plann
 nodes are examined sequentially (upstream with parallelism 1) in snapshot order; by default ALL potential
 nodes are examined from offset 0 (no candidate limit), `sample=True` applies upstream's limits (10 %, at
 least 100) from the given offset (the command draws it at random); the final tie-break is examination
-order; equal victims are ordered by UID (ours: upstream leaves full ties unordered); a pod without start time counts as starting at `now`.
+order; equal victims are ordered by UID (ours: upstream leaves full ties unordered); a pod without
+start time counts as starting at `now`.
 """
 
 from __future__ import annotations
