@@ -42,6 +42,11 @@ POD_GVR = ("", "v1", "pods")
 PRIORITY_CLASS_GVR = ("scheduling.k8s.io", "v1", "priorityclasses")
 POD_RESOURCE = "pods"
 PRIORITY_CLASS_RESOURCE = "priorityclasses.scheduling.k8s.io"
+# PodGroups (workload-aware preemption): scheduling.k8s.io/v1alpha2 in 1.36 (alpha, gate
+# WorkloadAwarePreemption), v1beta1 in 1.37 (beta, not served unless enabled). Oldest version first.
+POD_GROUP_GROUP = "scheduling.k8s.io"
+POD_GROUP_VERSIONS = ("v1alpha2", "v1beta1")
+POD_GROUP_RESOURCE = "podgroups.scheduling.k8s.io"
 
 
 class InvalidObject(ValueError):

@@ -32,6 +32,7 @@ from webhook.files.class_files import static_store  # noqa: E402
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS  # noqa: E402
 from webhook.review.handler import Stage, decide_request, parse_review, response_review  # noqa: E402
 from webhook.review.schema import OBJECT_SCHEMAS, REVIEW_SCHEMA  # noqa: E402
+from webhook.review.shapes import POD  # noqa: E402
 from webhook.server import metrics  # noqa: E402
 from webhook.server.app import create_app  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> None:
         ("  orjson.loads of the body", lambda: orjson.loads(data)),
         ("  parse_review (fast type check)", lambda: parse_review(review)),
         ("  (marshmallow: envelope, off path)", lambda: REVIEW_SCHEMA.load(review)),
-        ("  (marshmallow: pod fields, off path)", lambda: OBJECT_SCHEMAS["pods"].validate(pod)),
+        ("  (marshmallow: pod fields, off path)", lambda: OBJECT_SCHEMAS[POD].validate(pod)),
         ("  decision", lambda: decide_request(request, Stage.MUTATE, classes, DEFAULT_POD_OPTIONS)),
         (
             "  response review + json.dumps",

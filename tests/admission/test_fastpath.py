@@ -21,8 +21,13 @@ CLASS = {
     "preemptionPolicy": "Never",
     "description": "d",
 }
+POD_GROUP = {
+    "metadata": {"name": "gang", "namespace": "ns"},
+    "spec": {"priorityClassName": "high", "priority": 10, "schedulingPolicy": {"basic": {}}},
+}
 RESOURCES = {
     "pods": ({"group": "", "version": "v1", "resource": "pods"}, POD),
+    "podgroups": ({"group": "scheduling.k8s.io", "version": "v1beta1", "resource": "podgroups"}, POD_GROUP),
     "priorityclasses": (
         {"group": "scheduling.k8s.io", "version": "v1", "resource": "priorityclasses"},
         CLASS,

@@ -35,6 +35,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         }
     },
     "sidecar": SIDECAR_ALL,
+    "pod-groups": {"admission": {"podGroups": {"enabled": True}}},
     "sidecar-ignore-pdb": {
         "sidecar": {
             "enabled": True,

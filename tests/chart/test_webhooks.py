@@ -12,6 +12,7 @@ from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches, namespace_labels
 from tests.chart.test_workload_webhook import WORKLOAD_RULES
+from webhook.review.routes import route_of
 
 Render = Callable[[dict[str, Any]], Rendered]
 CONFIG_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -80,11 +81,16 @@ def test_rules_cover_exactly_the_contract(scenario: str, rendered: Render) -> No
                 "no subresources (status, binding, ephemeralcontainers, scale) are admitted"
             )
             assert "*" not in rule["apiGroups"] and "*" not in rule["operations"]
-            assert rule["apiVersions"] == ["v1"]
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    route = route_of(f"{resource}.{group}" if group else resource)
+                    assert route is not None, f"{resource}.{group} has no route: the webhook would allow it"
+                    assert rule["apiVersions"] == list(route.versions)
     mutating = r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]
+    pod_groups = bool(SCENARIOS[scenario].get("admission", {}).get("podGroups", {}).get("enabled"))
     assert {
         (tuple(rule["resources"]), tuple(rule["operations"])) for h in mutating for rule in h["rules"]
-    } == {(("pods",), ("CREATE", "UPDATE"))}
+    } == {(("pods",), ("CREATE", "UPDATE")), *([(("podgroups",), ("CREATE",))] if pod_groups else [])}
     validating = r.one("ValidatingWebhookConfiguration", FULLNAME)["webhooks"]
     assert {
         (tuple(rule["resources"]), tuple(rule["operations"])) for h in validating for rule in h["rules"]
@@ -242,3 +248,18 @@ def test_setups_that_defeat_the_split_are_refused(
 ) -> None:
     with pytest.raises(helm.HelmRenderError, match=message):
         render(chart, values, namespace=namespace)
+
+
+def test_pod_groups_are_registered_only_when_switched_on(rendered: Render) -> None:
+    """Off by default (upstream's feature gate off: the Priority plugin leaves PodGroups alone); on, two
+    entries split as the pod entries are, CREATE only (upstream's UPDATE is a no-op)."""
+    assert not any(covers(h, "scheduling.k8s.io", "podgroups", "CREATE") for _, h in entries(rendered({})))
+    r = rendered({"admission": {"podGroups": {"enabled": True}}})
+    hooks = {h["name"]: h for h in r.one("MutatingWebhookConfiguration", FULLNAME)["webhooks"]}
+    general, system = hooks["podgroups.priority-webhook.io"], hooks["system-podgroups.priority-webhook.io"]
+    assert (general["failurePolicy"], system["failurePolicy"]) == ("Fail", "Ignore")
+    assert general["namespaceSelector"] == hooks["pods.priority-webhook.io"]["namespaceSelector"]
+    assert system["namespaceSelector"] == hooks["system-pods.priority-webhook.io"]["namespaceSelector"]
+    for hook in (general, system):
+        assert not covers(hook, "scheduling.k8s.io", "podgroups", "UPDATE")
+        assert hook["rules"][0]["apiVersions"] == ["v1alpha2", "v1beta1"]

@@ -6,7 +6,7 @@
     kubelet.reject(pod, "cpu", ...)         # the kubelet's admission failure: Failed / OutOfcpu
     kubelet.finish_terminating("ns")        # what the kubelet does once a deleted pod's containers stop
 
-Node status (capacity, allocatable, a `Ready` condition) and pod status go through the `status`
+Node status (capacity, allocatable, a `Ready` condition, the kubelet's version) and pod status go through the `status`
 subresource, as the kubelet writes them. A background thread renews every node's `Ready` heartbeat so the
 controller manager's node lifecycle controller never marks a node `Unknown` (after 40 s) and taints it.
 """
@@ -114,6 +114,9 @@ class FakeKubelet:
                     {"type": "InternalIP", "address": "127.0.0.1"},
                     {"type": "Hostname", "address": name},
                 ],
+                # A kubelet reports its version, the control plane's here: `victims`, the sidecar and
+                # `plan --cluster` follow it (an unstated version is taken as the newest we follow).
+                "nodeInfo": {"kubeletVersion": self.cluster.version},
             }
         }
 

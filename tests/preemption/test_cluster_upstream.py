@@ -379,7 +379,12 @@ def test_pf1_preempts_the_unset_priority_pod():
 def test_pf2_equal_priority_gives_no_victims_and_clears_the_nomination():
     result = run(pod("pre", ""), [node("node1", ONE_POD_NODE), pod("p1", "node1")])
     assert (result.outcome, result.node) == (NO_CANDIDATES, None)
+    assert result.preemption == (
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+    # The pod's PodScheduled condition: the Filter's FitError, then the PostFilter's part.
     assert result.message == (
+        "0/1 nodes are available: 1 Too many pods. "
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
 
@@ -389,7 +394,8 @@ def test_pf3_pf4_unresolvable_or_absent_node_is_not_helpful(diagnosis):
     result = run(pod("pre", "", 1000), [node("node1", ONE_POD_NODE), pod("p1", "node1")], diagnosis=diagnosis)
     assert (result.outcome, result.node) == (NO_CANDIDATES, None)
     assert (
-        result.message == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        result.preemption
+        == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
 
 
@@ -434,7 +440,7 @@ def test_pf8_dry_run_reports_insufficient_cpu_when_the_filter_said_unschedulable
     ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U})
     assert (result.outcome, result.node) == (NO_CANDIDATES, None)
-    assert result.message == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
+    assert result.preemption == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
 
 
 def test_pf8_without_injected_statuses_a_request_above_allocatable_is_unresolvable():
@@ -448,10 +454,15 @@ def test_pf8_without_injected_statuses_a_request_above_allocatable_is_unresolvab
     ]
     result = run(pod("pre", "", 1000, L), objects, semantics=Semantics((1, 34)))
     assert (
-        result.message == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        result.preemption
+        == "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    assert result.message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
     result = run(pod("pre", "", 1000, L), objects, semantics=Semantics((1, 33)))
-    assert result.message == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
+    assert result.preemption == "preemption: 0/2 nodes are available: 2 Insufficient cpu."
 
 
 def test_pf9_histogram_of_dry_run_failures():
@@ -464,7 +475,7 @@ def test_pf9_histogram_of_dry_run_failures():
         pod("p3", "node3", 1000),
     ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U, "node3": U})
-    assert result.message == (
+    assert result.preemption == (
         "preemption: 0/3 nodes are available: 1 Insufficient cpu, 2 No preemption victims found for incoming pod."
     )
 
@@ -476,7 +487,7 @@ def test_pf10_mixes_dry_run_failures_and_unhelpful_nodes():
         pod("p2", "node2", 0),
     ]
     result = run(pod("pre", "", 1000, L), objects, diagnosis={"node1": U, "node2": U, "node4": UU})
-    assert result.message == (
+    assert result.preemption == (
         "preemption: 0/4 nodes are available: 2 Insufficient cpu, 2 Preemption is not helpful for scheduling."
     )
 
@@ -515,8 +526,12 @@ def test_e4_waiting_for_its_victims_keeps_the_nomination():
     objects = [node("node1", ONE_POD_NODE), pod("p1", "node1", LOW, terminating=True, preempted=True)]
     result = run(pod("pre", "", HIGH, nominated="node1"), objects)
     assert (result.outcome, result.node) == (NOT_ELIGIBLE, None)
-    assert result.message == (
+    assert result.summary == (
         "preemption: not eligible due to a terminating pod on the nominated node. It stays nominated to node1."
+    )
+    assert result.message == (
+        "0/1 nodes are available: 1 Too many pods. "
+        "preemption: not eligible due to a terminating pod on the nominated node."
     )
 
 
@@ -699,7 +714,7 @@ def test_no_candidates_clears_the_pods_own_nomination():
         pod("pre", "", LOW, nominated="node1"), [node("node1", ONE_POD_NODE), pod("p1", "node1", HIGH)]
     )
     assert result.outcome == NO_CANDIDATES
-    assert result.message == (
+    assert result.summary == (
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         " Its nomination to node1 is cleared."
     )

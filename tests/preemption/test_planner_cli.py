@@ -80,7 +80,10 @@ def test_plan_prints_the_contract_and_exits_zero(files, capsys):
     ]
     assert result["pdbViolations"] == 0
     assert result["nominatedPodsToClear"] == [{"namespace": "default", "name": "waiting", "priority": 0}]
-    assert result["message"] == "preempt 2 pod(s) on node2"
+    # The pod's PodScheduled condition: the Filter's FitError alone (the PostFilter nominated a node).
+    assert result["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu, 2 Insufficient memory."
+    )
 
 
 def test_explain_says_why_each_other_node_lost(files, capsys):
@@ -88,11 +91,12 @@ def test_explain_says_why_each_other_node_lost(files, capsys):
     code, out, _ = plan(args, capsys)
     explain = json.loads(out)["explain"]
     assert code == 0 and explain["outcome"] == "preempt"
+    assert explain["summary"] == "preempt 2 pod(s) on node2"
     assert explain["excluded"] == [
         {"node": "node1", "reason": "candidate, not chosen: more PDB violations"},
         {
             "node": "node3",
-            "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint {gpu: yes}",
+            "reason": "Preemption is not helpful for scheduling: node(s) had untolerated taint(s)",
         },
     ]
     assert explain["candidates"] == [
@@ -115,9 +119,20 @@ def test_no_node_exits_one_with_upstreams_message(tmp_path, files, capsys):
     assert (result["node"], result["victims"], result["nominatedPodsToClear"]) == (None, [], [])
     assert result["message"] == (
         # FitError.Error sorts the whole "<count> <reason>" strings: "1 ..." before "2 ..."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu, 2 Insufficient memory. "
         "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
         "2 No preemption victims found for incoming pod."
     )
+
+
+def test_no_node_at_all_is_the_schedulers_no_nodes_message(tmp_path, capsys):
+    """With no node the scheduler neither filters nor preempts: `no nodes available to schedule pods`."""
+    cluster = write(tmp_path, "empty.json", kubectl_list(pod("a", "", LOW, L)))
+    code, out, _ = plan(
+        ["--cluster", cluster, "--pod", write(tmp_path, "pre.json", pod("pre", "", HIGH, L))], capsys
+    )
+    result = json.loads(out)
+    assert (code, result["node"], result["message"]) == (1, None, "no nodes available to schedule pods")
 
 
 def test_a_never_class_is_not_eligible(tmp_path, files, capsys):
@@ -126,7 +141,10 @@ def test_a_never_class_is_not_eligible(tmp_path, files, capsys):
         ["--cluster", files["cluster"], "--pod", polite, "--classes", files["classes"]], capsys
     )
     assert code == 1
-    assert json.loads(out)["message"] == "preemption: not eligible due to preemptionPolicy=Never."
+    assert json.loads(out)["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu, 2 Insufficient memory. "
+        "preemption: not eligible due to preemptionPolicy=Never."
+    )
 
 
 def test_classes_come_from_the_snapshot_and_a_class_file_wins(tmp_path, files, capsys):

@@ -468,11 +468,13 @@ def test_planner_counts_a_resized_pod_as_the_schedulers_version_does():
 
 
 VERSIONS = [
-    ("v1.33.3", (1, 33)),
-    ("1.34.0", (1, 34)),
-    ("v1.31.2-gke.1200", (1, 31)),
-    ("v1.35.0-alpha.1", (1, 35)),
-    ("v1.24.0-alpha.1.724+abc", (1, 24)),
+    ("v1.33.3", (1, 33, 3)),
+    ("1.34.0", (1, 34, 0)),
+    ("v1.34.2", (1, 34, 2)),
+    ("v1.31.2-gke.1200", (1, 31, 2)),
+    ("v1.35.0-alpha.1", (1, 35, 0)),
+    ("v1.24.0-alpha.1.724+abc", (1, 24, 0)),
+    ("1.36", (1, 36, 0)),
     ("", None),
     ("kubemark", None),
     (None, None),
@@ -486,5 +488,23 @@ def test_parse_version(text, want):
 
 
 def test_a_node_without_a_kubelet_version_is_taken_as_the_current_version():
-    assert node_semantics(node()) == CURRENT == Semantics((1, 33))
-    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == V1_32
+    """Unknown means the newest stable minor we follow (1.37), not the version the e2e suites run."""
+    assert node_semantics(node()) == CURRENT == Semantics((1, 37, 0))
+    assert Semantics((1, 33)) == Semantics((1, 33, 0))
+    assert node_semantics({**node(), "status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}) == Semantics(
+        (1, 32, 4)
+    )
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "victims"),
+    [("v1.33.3", 2), ("v1.34.1", 1), ("v1.35.4", 1), ("v1.36.0", 1), ("v1.37.0", 1), (None, 1)],
+)
+def test_a_node_that_says_nothing_is_the_newest_kubelet_we_follow(kubelet, victims):
+    """The sidecar-formula victim (#132277, 1.34): 1.37 and a Node without a version answer as 1.34+."""
+    sidecar = {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    pods = [pod("with-sidecar", "1", initContainers=[sidecar]), pod("plain", "1")]
+    n = node()
+    if kubelet is not None:
+        n["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
+    assert len(admit_to_node(critical(cpu="3"), n, pods).victims) == victims

@@ -423,3 +423,26 @@ def test_validate_checks_the_sidecars_evictions(
         assert answer["allowed"] is allowed and "patch" not in answer
     after = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
     assert after - before == 1
+
+
+def test_a_pod_group_is_resolved_over_http_and_counted_under_its_resource(client: Any) -> None:
+    """The PodGroup route through the server: fast path, decision, patch, metric label."""
+    labels = {
+        "webhook": "mutate",
+        "operation": "CREATE",
+        "resource": "podgroups.scheduling.k8s.io",
+        "result": "allowed",
+    }
+    before = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang", "namespace": "default"},
+        "spec": {"priorityClassName": "high", "schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    gvr = {"group": "scheduling.k8s.io", "version": "v1beta1", "resource": "podgroups"}
+    out = post(client, "/mutate", review(group, gvr=gvr)).get_json()
+    mutated = jsonpatch.apply_patch(group, patch_ops(out))
+    assert mutated["spec"]["priority"] == 100000 and "preemptionPolicy" not in mutated["spec"]
+    after = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
+    assert after - before == 1

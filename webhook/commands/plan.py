@@ -39,7 +39,7 @@ from webhook.preemption.cluster.snapshot import (
     read_pod,
 )
 from webhook.preemption.resources import InvalidObject
-from webhook.preemption.semantics import semantics_of
+from webhook.preemption.semantics import parse_version, semantics_of
 from webhook.preemption.validate import check_pod
 
 
@@ -196,7 +196,9 @@ def _objects(
     from webhook.kube.version import server_version
 
     client = api_client(args.kubeconfig, args.in_cluster)
-    builder.semantics = semantics_of(server_version(client))  # the scheduler's version: the server's
+    version = server_version(client)  # the scheduler's version: the server's; unstated, the nodes'
+    if parse_version(version) is not None:
+        builder.set_semantics(semantics_of(version))
     try:
         yield from list_objects(client, listed)
     except ListError as err:
@@ -224,6 +226,7 @@ def _explain(result: Plan) -> dict[str, Any]:
     """Why every other node is not the answer, and each candidate's victims."""
     return {
         "outcome": result.outcome,
+        "summary": result.summary,
         "excluded": [{"node": name, "reason": why} for name, why in result.excluded.items()],
         "candidates": [
             {

@@ -1,7 +1,8 @@
 """`priority-webhook review`: the admission decision offline, through the server's own code path.
 
-Takes manifests as users keep them: every kind, several documents, Lists. A Pod or PriorityClass is
-defaulted and validated as the API server would (webhook.objects) and admitted as a CREATE; a workload's
+Takes manifests as users keep them: every kind, several documents, Lists. A Pod, PriorityClass or
+(scheduling.k8s.io) PodGroup is defaulted and validated as the API server would (webhook.objects) and
+admitted as a CREATE; a workload's
 pod template gets the decision its pods will get; any other kind passes through unchanged.
 """
 
@@ -19,7 +20,7 @@ from webhook.commands.inputs import kubectl_error
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
 from webhook.files.documents import InputError, dump, load_objects
-from webhook.k8s import CREATE, POD_GVR, PRIORITY_CLASS_GVR, section
+from webhook.k8s import CREATE, section
 from webhook.objects.defaults import default_pod, default_priority_class
 from webhook.objects.names import invalid_object
 from webhook.objects.validation import undecodable
@@ -27,13 +28,12 @@ from webhook.objects.workloads import WORKLOADS, pod_template, template_path, te
 from webhook.policy.class_model import ClassSet, PriorityClass
 from webhook.policy.pod_rules import PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
+from webhook.review.routes import BY_KIND, Route
 from webhook.review.workload_check import workload_message
 
-# kind → (group, version, resource) as the API server names it in a review.
-OBJECT_KINDS = {
-    "Pod": POD_GVR,
-    "PriorityClass": PRIORITY_CLASS_GVR,
-}
+# The kinds admitted as objects (a CREATE of the document itself), with the API server's defaulting.
+OBJECT_KINDS: dict[str, Route] = {kind: BY_KIND[kind] for kind in ("Pod", "PriorityClass", "PodGroup")}
+DEFAULTS = {"Pod": default_pod, "PriorityClass": default_priority_class}
 SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
 
@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "review",
         help="run the admission decision offline",
         description="Manifests in (any kind, several documents, Lists): AdmissionReviews get the response "
-        "the server would send; Pods and PriorityClasses are treated as a CREATE and printed as stored; "
+        "the server would send; Pods, PriorityClasses and PodGroups are treated as a CREATE and printed as "
+        "stored; "
         "workloads (Deployment, Job, ...) are printed with the priority their pods will get; other kinds "
         "pass through. A denial goes to stderr and the exit code is 1.",
     )
@@ -101,7 +102,7 @@ def _warn_order(state: _Run, i: int, source: str, doc: Any) -> None:
     if not isinstance(doc, dict):
         return
     kind = doc.get("kind")
-    spec: Any = doc.get("spec") if kind == "Pod" else None
+    spec: Any = doc.get("spec") if kind in ("Pod", "PodGroup") else None
     if isinstance(kind, str) and kind in WORKLOADS:
         template = pod_template(doc, kind)
         spec = template.get("spec") if template else None
@@ -164,7 +165,7 @@ def _document(state: _Run, source: str, doc: Any) -> None:
     if kind == "AdmissionReview":
         state.outputs.append(_review(source, doc, state))  # a denial inside is an answer, not a failure
         return
-    if kind in OBJECT_KINDS:
+    if kind in OBJECT_KINDS and _in_group(doc, OBJECT_KINDS[kind]):
         result = _object(source, doc, state)
     elif kind in WORKLOADS:
         result = _workload(source, doc, state)
@@ -212,10 +213,11 @@ def _invalid(kind: str, obj: dict[str, Any], namespace: str | None) -> bool:
 def _object(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] | None:
     """A CREATE of `obj`, as `kubectl create` would send it; the stored object, or None if refused."""
     kind = obj["kind"]
-    namespace = _namespace(source, obj, state) if kind == "Pod" else None
+    namespace = _namespace(source, obj, state) if OBJECT_KINDS[kind].namespaced else None
     if kind == "Pod" and _undecodable(obj, obj.get("spec")):
         return None
-    obj = default_pod(obj) if kind == "Pod" else default_priority_class(obj)
+    default = DEFAULTS.get(kind)
+    obj = default(obj) if default is not None else obj
     try:
         admitted = _admit(obj, namespace, state)
     except MalformedReview as err:
@@ -229,7 +231,9 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
     """The object after admission (mutated), or the denying Decision (printed unless quiet).
 
     Raises MalformedReview for an object the schemas refuse."""
-    group, version, resource = OBJECT_KINDS[obj["kind"]]
+    route = OBJECT_KINDS[obj["kind"]]
+    group, resource = route.group, route.resource
+    version = _version(obj, route)
     raw_meta = obj.get("metadata")
     meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     request: dict[str, Any] = {
@@ -254,6 +258,24 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
             print(kubectl_error(decision.reason, decision.message), file=sys.stderr)
         return decision
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else obj
+
+
+def _in_group(obj: dict[str, Any], route: Route) -> bool:
+    """The document is of the route's API group (a Volcano or scheduler-plugins PodGroup is not: it
+    passes through); a document without apiVersion is taken as its kind's."""
+    api_version = obj.get("apiVersion")
+    return not isinstance(api_version, str) or api_version.rpartition("/")[0] == route.group
+
+
+def _version(obj: dict[str, Any], route: Route) -> str:
+    """The document's own API version when it is one the route knows (a PodGroup may be v1alpha2 or
+    v1beta1), else the newest: the review names the version the client would send."""
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str):
+        group, _, version = api_version.rpartition("/")
+        if group == route.group and version in route.versions:
+            return version
+    return route.versions[-1]
 
 
 def _undecodable(obj: dict[str, Any], spec: Any) -> bool:

@@ -49,6 +49,18 @@ class Decision:
 ALLOW = Decision()
 
 
+def spec_decision(
+    obj: Mapping[str, Any], fields: Mapping[str, Any], warnings: tuple[str, ...] = ()
+) -> Decision:
+    """Allow, setting in `spec` the fields whose value differs (warnings only go with a change)."""
+    raw = obj.get("spec")
+    spec: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    changed = {k: v for k, v in fields.items() if spec.get(k) != v or k not in spec}
+    if not changed:
+        return ALLOW
+    return Decision(spec_changes=changed, new_spec=not isinstance(raw, dict), warnings=warnings)
+
+
 def object_name(request: Request) -> str:
     """The name upstream puts in a Forbidden message: metadata.name, then generateName, then the request's."""
     for obj in (request.object, request.old_object):

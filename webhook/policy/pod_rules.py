@@ -18,7 +18,7 @@ from webhook.k8s import (
     UPDATE,
 )
 from webhook.policy.class_model import ClassSet
-from webhook.policy.decision import ALLOW, Decision, Request, forbidden
+from webhook.policy.decision import ALLOW, Decision, Request, forbidden, spec_decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +89,7 @@ def _spec(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set(pod: dict[str, Any], fields: dict[str, Any], warnings: tuple[str, ...] = ()) -> Decision:
-    """Allow, setting the fields whose value differs (warnings only go with a change)."""
-    spec = _spec(pod)
-    changed = {k: v for k, v in fields.items() if spec.get(k) != v or k not in spec}
-    if not changed:
-        return ALLOW
-    return Decision(spec_changes=changed, new_spec=not isinstance(pod.get("spec"), dict), warnings=warnings)
+    return spec_decision(pod, fields, warnings)
 
 
 def _carry_over(pod: dict[str, Any], old: dict[str, Any]) -> Decision:

@@ -180,6 +180,8 @@ def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
 SPEC = "spec"  # the spec only: a pending pod, or resize off (before 1.33)
 SCHEDULER = "scheduler"  # the scheduler's view of the API object: largest of spec, allocated, running
 KUBELET = "kubelet"  # the kubelet's view of its allocated pod: largest of allocated and running
+# SCHEDULER, and the pod-level status maps too (1.36+, `InPlacePodLevelResourcesVerticalScalingEnabled`)
+SCHEDULER_POD_LEVEL = "scheduler-pod-level"
 
 RESIZE_PENDING = "PodResizePending"
 INFEASIBLE = "Infeasible"
@@ -478,18 +480,70 @@ def _reported(nano: Mapping[str, int]) -> dict[str, int]:
 def _scheduler_view(pod: Mapping[str, Any], mode: str, fast: bool = True) -> dict[str, int]:
     """`PodRequests` as the scheduler and the kubelet's fit check count a pod: containers, the supported
     pod-level requests on top, overhead always."""
-    if fast:
+    if mode == SCHEDULER_POD_LEVEL and not _pod_level_status(pod):
+        mode = SCHEDULER  # no pod-level status maps: the 1.33-1.35 arithmetic, fast path included
+    if fast and mode != SCHEDULER_POD_LEVEL:
         try:
             return _reported(_plain_requests(pod, mode))
         except _Unusual:
             pass
     spec = spec_of(pod)
-    requests = aggregate_container_requests(pod, mode)
+    overhead = _resource_list(spec, "overhead", "spec")
+    if mode == SCHEDULER_POD_LEVEL:
+        requests = _pod_level_aggregate(pod)
+    else:
+        requests = aggregate_container_requests(pod, mode)
     pod_level = pod_level_resources(pod)
     if pod_level is not None:
-        requests.update((n, q) for n, q in pod_level[0].items() if is_supported_pod_level_resource(n))
-    _add_into(requests, _resource_list(spec, "overhead", "spec"))
+        effective = pod_level[0]
+        if mode == SCHEDULER_POD_LEVEL and pod_level[0]:
+            effective = _effective_pod_level(pod, pod_level[0], overhead)
+        requests.update((n, q) for n, q in effective.items() if is_supported_pod_level_resource(n))
+    _add_into(requests, overhead)
     return _reported(requests)
+
+
+def _pod_level_status(pod: Mapping[str, Any]) -> bool:
+    """The kubelet reports pod-level status maps (`status.resources` or `status.allocatedResources`)."""
+    status = pod.get("status") if isinstance(pod, dict) else None
+    return isinstance(status, dict) and (
+        status.get("resources") is not None or status.get("allocatedResources") is not None
+    )
+
+
+def _pod_level_running(status: Mapping[str, Any]) -> dict[str, int] | None:
+    resources = field(status, "resources", "status")
+    if resources is None or resources.get("requests") is None:
+        return None
+    return _resource_list(resources, "requests", "status.resources")
+
+
+def _pod_level_aggregate(pod: Mapping[str, Any]) -> dict[str, int]:
+    """`AggregateContainerRequests` from 1.36: with both pod-level maps reported (they already hold the
+    containers' aggregate), max(spec, running, allocated) of the aggregates (running and allocated only
+    when the resize is Infeasible); otherwise the containers' own statuses, as before."""
+    status = field(pod, "status", "pod", default={})
+    running = _pod_level_running(status)
+    if status.get("allocatedResources") is None or running is None:
+        return aggregate_container_requests(pod, SCHEDULER)
+    allocated = _resource_list(status, "allocatedResources", "status")
+    if is_resize_infeasible(pod):
+        return _max_of(running, allocated)
+    return _max_of(aggregate_container_requests(pod, SPEC), running, allocated)
+
+
+def _effective_pod_level(
+    pod: Mapping[str, Any], spec_requests: dict[str, int], overhead: Mapping[str, int]
+) -> dict[str, int]:
+    """`effectivePodLevelResources` (1.36): the pod-level requests as the largest of spec, running and
+    allocated (the two status maps without the overhead they include); the spec is left out when the
+    resize is Infeasible."""
+    status = field(pod, "status", "pod", default={})
+    lists: list[dict[str, int]] = [] if is_resize_infeasible(pod) else [spec_requests]
+    for found in (_pod_level_running(status), _resource_list(status, "allocatedResources", "status")):
+        if found:
+            lists.append({n: q - overhead.get(n, 0) for n, q in found.items()})
+    return _max_of(*lists)
 
 
 def _victim_view(pod: Mapping[str, Any], semantics: Semantics, fast: bool = True) -> dict[str, int]:
@@ -533,7 +587,9 @@ def scheduler_pod_requests(
     A pod on a node counts by its status too from 1.33 (SCHEDULER mode); a pod being placed
     (`on_node=False`, `computePodResourceRequest`) by its spec.
     """
-    return _scheduler_view(pod, SCHEDULER if on_node and semantics.status_resources else SPEC)
+    if not (on_node and semantics.status_resources):
+        return _scheduler_view(pod, SPEC)
+    return _scheduler_view(pod, SCHEDULER_POD_LEVEL if semantics.pod_level_status_resources else SCHEDULER)
 
 
 def kubelet_admission_requests(pod: Mapping[str, Any], semantics: Semantics = CURRENT) -> dict[str, int]:

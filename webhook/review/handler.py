@@ -14,14 +14,12 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from webhook.k8s import CREATE, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
 from webhook.policy.class_model import ClassSet
-from webhook.policy.class_rules import validate_priority_class
 from webhook.policy.decision import ALLOW, Decision, Request
-from webhook.policy.eviction_rules import EVICTION, NO_CLUSTER, PodNodes, decide_eviction, node_claim
-from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
+from webhook.policy.eviction_rules import PodNodes, node_claim
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review.fastpath import qualified_resource, well_formed
-from webhook.review.workload_check import check_workload, workload_kind
+from webhook.review.routes import Context, route_of
 
 
 class Stage(enum.StrEnum):
@@ -72,8 +70,9 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     except ValidationError as err:
         raise MalformedReview(first_error(err)) from None
     req = review["request"]
-    schema = OBJECT_SCHEMAS.get(qualified_resource(req["resource"]))
-    if schema is not None and not req["subResource"]:
+    route = route_of(qualified_resource(req["resource"]), req["subResource"])
+    schema = OBJECT_SCHEMAS[route.shape] if route is not None and route.shape is not None else None
+    if schema is not None:
         for key in ("object", "oldObject"):
             if req[key] is not None:
                 errors = schema.validate(req[key])
@@ -82,26 +81,10 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return review["apiVersion"], req
 
 
-def is_eviction(request: Request) -> bool:
-    return request.resource == POD_RESOURCE and request.sub_resource == EVICTION
-
-
-def decide_eviction_request(request: Request, pods: PodNodes | None) -> Decision:
-    """The sidecar's eviction of a pod: allowed only on the node its token names. Needs the pod's node,
-    so a webhook with no cluster refuses (it cannot know); PodLookupError propagates (no answer)."""
-    if request.operation != CREATE:
-        return ALLOW
-    if not request.node_claim:
-        return decide_eviction("", request.namespace, request.name, None)
-    if pods is None:
-        return Decision(allowed=False, code=403, reason="Forbidden", message=NO_CLUSTER)
-    node = pods.node_of(request.namespace, request.name)
-    return decide_eviction(request.node_claim, request.namespace, request.name, node)
-
-
 def decide_request(
     request: Request, stage: Stage, classes: ClassSet, options: PodOptions, pods: PodNodes | None = None
 ) -> Decision:
+    """The decision of one stage: the request's route's rule (routes.ROUTES), ALLOW where it has none."""
     if stage is Stage.ADMIT:
         mutated = decide_request(request, Stage.MUTATE, classes, options, pods)
         if not mutated.allowed:
@@ -113,16 +96,9 @@ def decide_request(
         if not validated.allowed:
             return validated
         return replace(mutated, warnings=mutated.warnings + validated.warnings)
-    if is_eviction(request):
-        return decide_eviction_request(request, pods) if stage is Stage.VALIDATE else ALLOW
-    if request.resource == POD_RESOURCE:
-        check = admit_pod if stage is Stage.MUTATE else validate_pod
-        return check(request, classes, options)
-    if request.resource == PRIORITY_CLASS_RESOURCE and stage is Stage.VALIDATE:
-        return validate_priority_class(request, classes)
-    if stage is Stage.VALIDATE and workload_kind(request.resource) is not None:
-        return check_workload(request, classes, options)
-    return ALLOW
+    route = route_of(request.resource, request.sub_resource)
+    rule = None if route is None else route.mutate if stage is Stage.MUTATE else route.validate
+    return ALLOW if rule is None else rule(request, Context(classes, options, pods))
 
 
 def response_review(api_version: str, uid: str, decision: Decision, *, with_patch: bool) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
-from webhook.k8s import INT32_MAX, INT32_MIN, OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
+from webhook.k8s import INT32_MAX, INT32_MIN, OPERATIONS
 from webhook.review.fastpath import API_VERSIONS, qualified_resource
+from webhook.review.shapes import POD, POD_GROUP, PRIORITY_CLASS
 
 __all__ = ["API_VERSIONS", "OBJECT_SCHEMAS", "REVIEW_SCHEMA", "first_error", "qualified_resource"]
 
@@ -78,6 +79,16 @@ class PodSchema(_Loose):
     spec = fields.Nested(PodSpec, allow_none=True)
 
 
+class PodGroupSpec(_Loose):
+    priority = StrictInt(allow_none=True)
+    priorityClassName = fields.String(allow_none=True)
+
+
+class PodGroupSchema(_Loose):
+    metadata = fields.Nested(ObjectMeta, allow_none=True)
+    spec = fields.Nested(PodGroupSpec, allow_none=True)
+
+
 class PriorityClassSchema(_Loose):
     metadata = fields.Nested(ObjectMeta, allow_none=True)
     value = StrictInt()
@@ -86,9 +97,11 @@ class PriorityClassSchema(_Loose):
     description = fields.String(allow_none=True)
 
 
+# By shape (`routes.Route.shape`), as `shapes.CHECKS`.
 OBJECT_SCHEMAS: dict[str, Schema] = {
-    POD_RESOURCE: PodSchema(),
-    PRIORITY_CLASS_RESOURCE: PriorityClassSchema(),
+    POD: PodSchema(),
+    PRIORITY_CLASS: PriorityClassSchema(),
+    POD_GROUP: PodGroupSchema(),
 }
 REVIEW_SCHEMA = AdmissionReviewSchema()
 

@@ -16,7 +16,7 @@ from webhook.objects.workloads import WORKLOAD_RESOURCES, pod_template, template
 from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
-from webhook.review.fastpath import pod_ok
+from webhook.review.shapes import pod_ok
 
 
 def workload_kind(resource: str) -> str | None:

@@ -17,12 +17,12 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.k8s import OPERATIONS, POD_RESOURCE, PRIORITY_CLASS_RESOURCE
-from webhook.objects.workloads import WORKLOAD_RESOURCES
+from webhook.k8s import OPERATIONS
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodLookupError, PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
+from webhook.review.routes import LABELS
 from webhook.server import metrics
 from webhook.server.limits import MAX_BODY_BYTES
 
@@ -38,7 +38,7 @@ BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was r
 JSON = "application/json"
 EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
-KNOWN_RESOURCES = frozenset({POD_RESOURCE, EVICTION_RESOURCE, PRIORITY_CLASS_RESOURCE, *WORKLOAD_RESOURCES})
+KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)
 KNOWN_OPERATIONS = frozenset(OPERATIONS)
 
 

@@ -111,6 +111,7 @@ ROUTES = (
     ("validate", "CREATE", "priorityclasses.scheduling.k8s.io"),
     ("validate", "UPDATE", "priorityclasses.scheduling.k8s.io"),
     ("validate", "DELETE", "priorityclasses.scheduling.k8s.io"),
+    ("mutate", "CREATE", "podgroups.scheduling.k8s.io"),  # with admission.podGroups.enabled
     ("mutate", "unknown", "unknown"),
     ("validate", "unknown", "unknown"),
 )

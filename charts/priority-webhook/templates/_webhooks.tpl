@@ -111,6 +111,17 @@ clientConfig:
   scope: Namespaced
 {{- end -}}
 
+{{/* PodGroups (scheduling.k8s.io): v1alpha2 in Kubernetes 1.36, v1beta1 in 1.37 (the versions of the
+PodGroup row of webhook/review/routes.py). A version the cluster does not serve is never matched, so one
+rule serves both; matchPolicy Equivalent also sends a request made in the other version. */}}
+{{- define "priority-webhook.podGroupRule" -}}
+- apiGroups: ["scheduling.k8s.io"]
+  apiVersions: ["v1alpha2", "v1beta1"]
+  resources: ["podgroups"]
+  operations: ["CREATE"]
+  scope: Namespaced
+{{- end -}}
+
 {{/* The user of the sidecar's ServiceAccount, as the API server names it in requests. */}}
 {{- define "priority-webhook.sidecarUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "priority-webhook.sidecarServiceAccountName" .) -}}

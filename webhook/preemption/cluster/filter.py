@@ -38,6 +38,7 @@ REASON_NODE_NAME = "node(s) didn't match the requested node name"
 REASON_NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_HOST_PORTS = "node(s) didn't have free ports for the requested pod ports"
 REASON_TOO_MANY_PODS = "Too many pods"
+REASON_UNTOLERATED_TAINTS = "node(s) had untolerated taint(s)"  # 1.34.2+, 1.35.0+
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 # TaintToleration's Filter looks at NoSchedule and NoExecute taints (PreferNoSchedule only scores).
 FILTER_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -51,7 +52,9 @@ class Failure:
     reasons: tuple[str, ...]
 
 
-def static_failure(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Failure | None:
+def static_failure(
+    pod: Mapping[str, Any], node: Mapping[str, Any], semantics: Semantics = CURRENT
+) -> Failure | None:
     """The filters that removing pods cannot fix, in upstream plugin order."""
     spec = node.get("spec") or {}
     if spec.get("unschedulable") and _intolerant_of_unschedulable(pod):
@@ -59,7 +62,7 @@ def static_failure(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Failure |
     if node_name_mismatch(pod, node) is not None:
         return Failure(UNRESOLVABLE, (REASON_NODE_NAME,))
     if untolerated_taint(pod, node, effects=FILTER_TAINT_EFFECTS) is not None:
-        return Failure(UNRESOLVABLE, (taint_reason(pod, node),))
+        return Failure(UNRESOLVABLE, (taint_reason(pod, node, semantics),))
     if node_selector_mismatch(pod, node) is not None:
         return Failure(UNRESOLVABLE, (REASON_NODE_AFFINITY,))
     return None
@@ -71,8 +74,11 @@ def _intolerant_of_unschedulable(pod: Mapping[str, Any]) -> bool:
     return untolerated_taint(pod, cordon, effects=("NoSchedule",)) is not None
 
 
-def taint_reason(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:
-    """`node(s) had untolerated taint {key: value}`, naming the first such taint as upstream does."""
+def taint_reason(pod: Mapping[str, Any], node: Mapping[str, Any], semantics: Semantics = CURRENT) -> str:
+    """`node(s) had untolerated taint(s)` from 1.34.2/1.35.0; before, `node(s) had untolerated taint
+    {key: value}` naming the first such taint (so the FitError histogram counted each taint apart)."""
+    if semantics.taint_reason_generic:
+        return REASON_UNTOLERATED_TAINTS
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") in FILTER_TAINT_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
@@ -168,7 +174,7 @@ def same_info(a: PodInfo, b: PodInfo) -> bool:
 
 def node_status(preemptor: PodInfo, node: NodeInfo, fit: NodeFit) -> Failure | None:
     """The node's Filter status for the preemptor as things stand: None when it fits right away."""
-    failure = static_failure(preemptor.obj, node.obj)
+    failure = static_failure(preemptor.obj, node.obj, fit.semantics)
     if failure is not None:
         return failure
     return fit.failure(fit.base_used, node.pods)

@@ -9,7 +9,8 @@ Deliberate choices where upstream is random or version-dependent (see docs/plann
 nodes are examined sequentially (upstream with parallelism 1) in snapshot order; by default ALL potential
 nodes are examined from offset 0 (no candidate limit), `sample=True` applies upstream's limits (10 %, at
 least 100) from the given offset (the command draws it at random); the final tie-break is examination
-order; equal victims are ordered by UID; a pod without start time counts as starting at `now`.
+order; equal victims are ordered by UID (ours: upstream leaves full ties unordered); a pod without
+start time counts as starting at `now`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_NODES = "no nodes available to schedule pods"  # ErrNoNodesAvailable: no FitError, no PostFilter
 ABSENT = Failure(UNRESOLVABLE, ("not in the Filter diagnosis",))
 NOT_EXAMINED = "not examined: the candidate sample was complete"
 DROPPED = "a candidate, dropped: the list of PDB-violating candidates was full"
@@ -64,7 +66,11 @@ class Plan:
     victims: tuple[PodInfo, ...] = ()
     pdb_violations: int = 0
     nominated_to_clear: tuple[PodInfo, ...] = ()
+    # What the scheduler writes in the pod's PodScheduled condition: the Filter's FitError ("0/N nodes are
+    # available: ...") and then the PostFilter's part (`preemption`). FITS: our own words (no condition).
     message: str = ""
+    preemption: str = ""  # the PostFilter message: "preemption: ..." ("" when a node was nominated)
+    summary: str = ""  # our one-line account, for --explain (the nomination kept or cleared, the victims)
     # node name -> why it is not the answer; candidates: node -> victims, for --explain
     excluded: dict[str, str] = field(default_factory=dict)
     candidates: list[NodeCandidate] = field(default_factory=list)
@@ -134,6 +140,8 @@ def plan(
     `diagnosis` replaces our Filter statuses (for filters this planner does not model, and for upstream
     tests that state them); a node missing from it counts as UnschedulableAndUnresolvable.
     """
+    if not snapshot.nodes:
+        return Plan(NO_CANDIDATES, None, message=NO_NODES, summary=NO_NODES)
     fits, statuses = diagnose(preemptor, snapshot)
     if diagnosis is not None:
         statuses = {n.name: diagnosis.get(n.name, ABSENT) for n in snapshot.nodes}
@@ -141,22 +149,33 @@ def plan(
     fitting = [n.name for n in snapshot.nodes if statuses[n.name] is None]
     if fitting:
         excluded = {name: "fits without preemption" for name in fitting}
-        return Plan(
-            FITS,
-            fitting[0],
-            message=f"no preemption needed: the pod fits {len(fitting)} node(s) as they stand "
-            f"(first: {fitting[0]}); the scheduler's scoring chooses among them",
-            excluded=excluded,
+        message = (
+            f"no preemption needed: the pod fits {len(fitting)} node(s) as they stand "
+            f"(first: {fitting[0]}); the scheduler's scoring chooses among them"
         )
+        return Plan(FITS, fitting[0], message=message, summary=message, excluded=excluded)
+
+    # The Filter's FitError: every node's reasons, counted (the scheduler's NodeToStatus).
+    filtered: Counter[str] = Counter()
+    for status in statuses.values():
+        if status is not None and status is not ABSENT:
+            filtered.update(status.reasons)
+    num_nodes = len(snapshot.nodes)
+
+    def whole(post_filter: str) -> str:
+        return fit_error_message(num_nodes, filtered, post_filter_msg=post_filter)
 
     excluded = {name: "; ".join(s.reasons) for name, s in statuses.items() if s is not None}
     reason = eligibility(preemptor, snapshot, statuses)
     if reason is not None:
         kept = f" It stays nominated to {preemptor.nominated_node}." if preemptor.nominated_node else ""
-        return Plan(NOT_ELIGIBLE, None, message=f"preemption: {reason}{kept}", excluded=excluded)
+        post = f"preemption: {reason}"
+        return Plan(
+            NOT_ELIGIBLE, None, message=whole(post), preemption=post, summary=post + kept, excluded=excluded
+        )
 
     potential = potential_nodes(snapshot, statuses)
-    # The FitError histogram: hopeless nodes say so, dry-run failures replace the filter reasons.
+    # The PostFilter's FitError histogram: hopeless nodes say so, dry-run failures replace the filter reasons.
     histogram: Counter[str] = Counter()
     for name, status in statuses.items():
         if status is not None and status.code != UNSCHEDULABLE:
@@ -169,10 +188,19 @@ def plan(
         excluded[name] = "; ".join(failure.reasons)
     best = pick_one(candidates, options.now)
     if best is None:
-        message = "preemption: " + fit_error_message(len(snapshot.nodes), histogram)
+        post = "preemption: " + fit_error_message(num_nodes, histogram)
+        summary = post
         if preemptor.nominated_node:  # upstream returns an empty nomination, which clears the old one
-            message += f" Its nomination to {preemptor.nominated_node} is cleared."
-        return Plan(NO_CANDIDATES, None, message=message, excluded=excluded, candidates=candidates)
+            summary += f" Its nomination to {preemptor.nominated_node} is cleared."
+        return Plan(
+            NO_CANDIDATES,
+            None,
+            message=whole(post),
+            preemption=post,
+            summary=summary,
+            excluded=excluded,
+            candidates=candidates,
+        )
 
     excluded.pop(best.node.name, None)
     for candidate in candidates:
@@ -187,7 +215,9 @@ def plan(
         victims.pods,
         victims.pdb_violations,
         to_clear,
-        message=f"preempt {len(victims.pods)} pod(s) on {best.node.name}{violations}",
+        # PostFilter succeeded: its message is empty and the condition says the Filter's part alone.
+        message=whole(""),
+        summary=f"preempt {len(victims.pods)} pod(s) on {best.node.name}{violations}",
         excluded=excluded,
         candidates=candidates,
     )

@@ -25,7 +25,7 @@ from webhook.policy.class_model import PriorityClass
 from webhook.preemption.cluster.pdb import InvalidPdb, Pdb
 from webhook.preemption.predicates import host_port_conflicts, is_terminal
 from webhook.preemption.resources import InvalidObject, node_allocatable, scheduler_pod_requests, total
-from webhook.preemption.semantics import CURRENT, Semantics
+from webhook.preemption.semantics import CURRENT, Semantics, Version, kubelet_version, parse_version
 from webhook.preemption.validate import check_node
 
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -133,11 +133,14 @@ class SnapshotBuilder:
     """
 
     def __init__(
-        self, resolve: PriorityResolver, *, classes_known: bool = True, semantics: Semantics = CURRENT
+        self, resolve: PriorityResolver, *, classes_known: bool = True, semantics: Semantics | None = None
     ) -> None:
+        """`semantics`: the scheduler's version; None: taken from the nodes (`follow_nodes`)."""
         self.resolve = resolve
         self.classes_known = classes_known
-        self.semantics = semantics
+        self.semantics = CURRENT if semantics is None else semantics
+        self._from_nodes = semantics is None
+        self._node_version: Version | None = None
         self.nodes: list[NodeInfo] = []
         self.pdbs: list[Pdb] = []
         self.classes: list[PriorityClass] = []
@@ -160,6 +163,8 @@ class SnapshotBuilder:
                 raise InvalidSnapshot(f"{source}: Node {node.name} appears twice")
             self._seen_nodes.add(node.name)
             self.nodes.append(node)
+            if self._from_nodes:
+                self._follow_node(obj)
         elif kind == "PodDisruptionBudget":
             try:
                 self.pdbs.append(Pdb.from_object(obj))
@@ -169,6 +174,20 @@ class SnapshotBuilder:
             self.classes.extend(snapshot_classes([(source, obj)]))
         elif not isinstance(kind, str) or not kind:
             raise InvalidSnapshot(f"{source}: kind: missing")
+
+    def set_semantics(self, semantics: Semantics) -> None:
+        """The scheduler's version as the API server states it (`GET /version`): the nodes no longer count."""
+        self.semantics, self._from_nodes = semantics, False
+
+    def _follow_node(self, obj: dict[str, Any]) -> None:
+        """A snapshot file states no scheduler version; its nodes state their kubelets'. The scheduler is
+        at least as new as the newest kubelet (version skew policy) and clusters mostly run one version,
+        so the newest kubelet version stands for it. Pods are read with the version known when they are
+        read: `kubectl get nodes,pods` lists the nodes first."""
+        version = parse_version(kubelet_version(obj))
+        if version is not None and (self._node_version is None or version > self._node_version):
+            self._node_version = version
+            self.semantics = Semantics(version)
 
     def _add_pod(self, source: str, obj: dict[str, Any]) -> None:
         spec = obj.get("spec")

@@ -29,7 +29,8 @@ def importance_key(pod: PodInfo, now: float) -> tuple[int, float, str, int]:
     """Sort ascending = most important first (`MoreImportantPod`): priority descending, then earlier start.
 
     A pod that has not started counts as starting `now` (the youngest). Full ties are arbitrary upstream
-    (unstable sort); we use UID ascending as the newest upstream does, then snapshot order.
+    (`sort.Slice` is not stable; no release to 1.37 compares UIDs); we take UID ascending, then snapshot
+    order, for a deterministic answer.
     """
     start = pod.start_time if pod.start_time is not None else now
     return (-pod.priority, start, pod.uid, pod.index)
