@@ -29,11 +29,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from webhook.files import tls
-from webhook.kube.eviction import call_json
+from webhook.kube import rest
+from webhook.kube.rest import call_json
 from webhook.policy.rotation import (
     CAState,
     Cert,
@@ -56,8 +55,12 @@ GENERATION = "priority-webhook.io/ca-generation"
 # Set on the Secret (any value) to have a new CA made now, with the same overlap as a scheduled one.
 RENEW = "priority-webhook.io/renew-ca"
 CONFIG_KINDS = {
-    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": rest.collection(
+        rest.ADMISSIONREGISTRATION_V1, "mutatingwebhookconfigurations"
+    ),
+    "ValidatingWebhookConfiguration": rest.collection(
+        rest.ADMISSIONREGISTRATION_V1, "validatingwebhookconfigurations"
+    ),
 }
 # Steps one pass may apply to the Secret (CREATE, then nothing; or SYNC_TRUST then ADD_NEXT): a bound, so
 # a pass always ends.
@@ -222,13 +225,13 @@ class Rotator:
 
     # -- the CA Secret ----------------------------------------------------------------------------------
     def _secret_path(self, name: str | None = None) -> str:
-        path = f"/api/v1/namespaces/{self.settings.namespace}/secrets"
-        return f"{path}/{name}" if name else path
+        path = rest.collection(rest.CORE_V1, "secrets", self.settings.namespace)
+        return rest.named(path, name) if name else path
 
     def read_secret(self) -> SecretView:
         try:
             return SecretView.parse(call_json(self.api, "GET", self._secret_path(self.settings.secret)))
-        except ApiException as err:
+        except rest.ApiError as err:
             if err.status == 404:
                 return SecretView.parse(None)
             raise
@@ -240,7 +243,7 @@ class Rotator:
                 call_json(self.api, "POST", self._secret_path(), body)
             else:
                 call_json(self.api, "PUT", self._secret_path(self.settings.secret), body)
-        except ApiException as err:
+        except rest.ApiError as err:
             if err.status == 409:  # created or changed by another replica first: use theirs
                 raise Conflict from None
             raise
@@ -283,8 +286,8 @@ class Rotator:
         found = []
         for kind, path in CONFIG_KINDS.items():
             try:
-                found.append(ConfigView(kind, call_json(self.api, "GET", f"{path}/{name}")))
-            except ApiException as err:
+                found.append(ConfigView(kind, call_json(self.api, "GET", rest.named(path, name))))
+            except rest.ApiError as err:
                 if err.status != 404:
                     raise
         return found
@@ -311,10 +314,10 @@ class Rotator:
             ops.append(
                 {"op": "add", "path": "/metadata/annotations", "value": {GENERATION: str(state.generation)}}
             )
-        path = f"{CONFIG_KINDS[config.kind]}/{metadata['name']}"
+        path = rest.named(CONFIG_KINDS[config.kind], metadata["name"])
         try:
             config.obj = call_json(self.api, "PATCH", path, ops, content_type="application/json-patch+json")
-        except ApiException as err:
+        except rest.ApiError as err:
             # 409 or 422 (the resourceVersion test failed): changed since it was read; the next pass sees it.
             if err.status in (409, 422):
                 return False
@@ -394,10 +397,10 @@ class Rotator:
         """One pass; API and connection errors are logged in one line (the next pass retries)."""
         try:
             result = self.reconcile()
-        except ApiException as err:
-            log.warning("certificate rotation: HTTP %s %s", err.status, err.reason)
+        except rest.ApiError as err:
+            log.warning("certificate rotation: HTTP %s %s", err.status, err.http_reason)
             return None
-        except (HTTPError, OSError) as err:
+        except rest.Unreachable as err:
             log.warning("certificate rotation: %s", " ".join(str(err).split())[:300])
             return None
         except Exception as err:

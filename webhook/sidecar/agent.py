@@ -16,10 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from webhook.kube import eviction
+from webhook.kube import eviction, rest
 from webhook.kube.cache import ObjectCache
 from webhook.kube.events import NORMAL, WARNING, EventRecorder
 from webhook.kube.reflector import Reflector
@@ -86,7 +84,7 @@ class Sidecar:
         self.reflectors = (
             Reflector(
                 api_client,
-                "/api/v1/nodes",
+                rest.collection(rest.CORE_V1, "nodes"),
                 self.nodes,
                 name="node",  # a metric label: no node names in label values
                 field_selector=f"metadata.name={settings.node_name}",
@@ -95,7 +93,7 @@ class Sidecar:
             ),
             Reflector(
                 api_client,
-                "/api/v1/pods",
+                rest.collection(rest.CORE_V1, "pods"),
                 self.pods,
                 name="pods",
                 field_selector=f"spec.nodeName={settings.node_name}",
@@ -261,12 +259,12 @@ class Sidecar:
             ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": value})
         else:
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {rec.ANNOTATION: value}})
-        path = f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta.get('name')}"
+        path = rest.pod_path(str(meta.get("namespace")), str(meta.get("name")))
         try:
-            updated = eviction.call_json(
+            updated = rest.call_json(
                 self.api_client, "PATCH", path, ops, content_type="application/json-patch+json"
             )
-        except ApiException as err:
+        except rest.ApiError as err:
             if err.status == 403:  # RBAC without patch on pods: say so once, loudly, instead of every pass
                 key = "forbidden-record"
                 if key not in self._reported:
@@ -284,10 +282,10 @@ class Sidecar:
             log.info(
                 "not recording preemption state on %s (%s); will re-evaluate",
                 ref(pod),
-                eviction.failure(err).reason,
+                err.reason,
             )
             return False
-        except (OSError, HTTPError, ValueError) as err:
+        except rest.RestError as err:
             log.warning("could not record preemption state on %s: %s", ref(pod), err)
             return False
         if isinstance(updated, dict):
