@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from webhook.files import tls
+from webhook.kube.renewal import Step, advance
 from webhook.kube.rotator import (
     BUNDLE,
     CA_CERT,
@@ -21,7 +22,6 @@ from webhook.kube.rotator import (
     SecretView,
     cert_info,
 )
-from webhook.policy.rotation import Step, advance
 
 SETTINGS = RotationSettings(
     namespace="ns",

@@ -1,6 +1,6 @@
 """Run-time certificate rotation: the CA in a Secret, the serving certificate in the cert dir, the caBundle
 of the webhook configurations. One `Rotator.reconcile()` is one pass of reads and the writes they call for;
-`webhook.policy.rotation` decides which.
+`webhook.kube.renewal` decides which.
 
 Every replica runs the same loop; nothing is elected. Replicas racing each other are kept apart by the API
 server: the Secret is created once (409: another replica's CA is read and used) and updated with its
@@ -32,8 +32,7 @@ from kubernetes.client import ApiClient
 
 from webhook.files import tls
 from webhook.kube import rest
-from webhook.kube.rest import call_json
-from webhook.policy.rotation import (
+from webhook.kube.renewal import (
     CAState,
     Cert,
     Published,
@@ -45,6 +44,7 @@ from webhook.policy.rotation import (
     needs_patch,
     serving_renewal,
 )
+from webhook.kube.rest import call_json
 
 log = logging.getLogger(__name__)
 
