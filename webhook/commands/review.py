@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.commands import dispatch
 from webhook.commands.inputs import kubectl_error
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
@@ -38,9 +39,9 @@ SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+    parser = dispatch.add_command(
+        sub,
         "review",
-        help="run the admission decision offline",
         description="Manifests in (any kind, several documents, Lists): AdmissionReviews get the response "
         "the server would send; Pods and PriorityClasses are treated as a CREATE and printed as stored; "
         "workloads (Deployment, Job, ...) are printed with the priority their pods will get; other kinds "

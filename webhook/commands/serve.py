@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from webhook.commands import dispatch
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
 from webhook.files.documents import InputError
@@ -32,9 +33,9 @@ log = logging.getLogger("webhook.serve")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+    parser = dispatch.add_command(
+        sub,
         "serve",
-        help="serve /mutate, /validate, /healthz, /readyz, /metrics over HTTPS",
         description="Serve the admission webhook over HTTPS (TLS 1.2+). Without --kubeconfig or "
         "--in-cluster, the classes are the built-in system classes plus --classes files. A certificate "
         "rewritten in --cert-dir is picked up without a restart.",
