@@ -47,8 +47,9 @@ from tests.e2e.webhook import (
 from tests.support.envtest import ControlPlane
 from tests.support.server import WebhookServer, free_port, webhook_server
 from tests.support.wait import wait_for
+from webhook.kube.ca_secret import RotationSettings
 from webhook.kube.config import api_client
-from webhook.kube.rotator import RotationSettings, Rotator
+from webhook.kube.rotator import Rotator
 
 CA_VALIDITY, CERT_VALIDITY = "60s", "20s"
 

@@ -264,8 +264,9 @@ def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> Rotato
         raise InputError(
             "--cert-validity: must be at most a third of --ca-validity (the CA's renewal margin)"
         )
+    from webhook.kube.ca_secret import RotationSettings
     from webhook.kube.config import api_client
-    from webhook.kube.rotator import RotationSettings, Rotator
+    from webhook.kube.rotator import Rotator
 
     namespace, secret = args.ca_secret
     rotator = Rotator(
