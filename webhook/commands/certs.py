@@ -11,7 +11,7 @@ from webhook.files import tls
 from webhook.files.documents import InputError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "certs",

@@ -68,7 +68,9 @@ def build_parser(only: str | None = None, prog: str = PROG) -> argparse.Argument
     return parser
 
 
-def add_command(sub: argparse._SubParsersAction, name: str, description: str) -> argparse.ArgumentParser:
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, description: str
+) -> argparse.ArgumentParser:
     """The parser of command `name`, with its one-line help from COMMANDS."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=COMMANDS[name].summary, description=description

@@ -44,7 +44,7 @@ from webhook.preemption.semantics import semantics_of
 from webhook.preemption.validate import check_pod
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "plan",

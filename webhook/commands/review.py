@@ -38,7 +38,7 @@ OBJECT_KINDS = {
 SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "review",
@@ -297,6 +297,7 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
 def _name(obj: dict[str, Any]) -> str:
     meta = section(obj, "metadata")
     for key in ("name", "generateName"):
-        if isinstance(meta.get(key), str) and meta[key]:
-            return meta[key]
+        value = meta.get(key)
+        if isinstance(value, str) and value:
+            return value
     return "Unknown"

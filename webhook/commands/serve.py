@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("webhook.serve")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "serve",

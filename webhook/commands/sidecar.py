@@ -16,7 +16,7 @@ DEFAULT_BIND = "0.0.0.0:9090"
 DEFAULT_EVICTIONS_PER_MINUTE = 30
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "sidecar",

@@ -30,7 +30,7 @@ from webhook.preemption.semantics import node_semantics
 from webhook.preemption.validate import check_node, check_pod
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = dispatch.add_command(
         sub,
         "victims",

@@ -33,7 +33,7 @@ import logging
 import random
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 import kubernetes.client
 import orjson
@@ -46,11 +46,11 @@ log = logging.getLogger(__name__)
 class ObjectStore(Protocol):
     """What a reflector feeds."""
 
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         """Swap the whole content for a LIST result, atomically."""
         ...
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event: "ADDED" | "MODIFIED" | "DELETED"."""
         ...
 

@@ -310,10 +310,10 @@ class _Waker:
     def __init__(self, wake: threading.Event) -> None:
         self.wake = wake
 
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         self.wake.set()
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         self.wake.set()
 
 
