@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.kubeapi import KubeAPIServer
+from testkit.kubeapi import KubeAPIServer
 from webhook.kube import rest
 
 

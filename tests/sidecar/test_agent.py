@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from testkit.wait import wait_for
 from tests.sidecar.conftest import sample
 from tests.sidecar.fixtures import pod, record_of, rejected
-from tests.support.wait import wait_for
 from webhook.sidecar import record as rec
 
 PREEMPTED = "Preempted in order to admit critical pod"
