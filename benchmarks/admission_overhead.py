@@ -5,7 +5,7 @@
         [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...] [--floor]
 
 A real control plane (etcd + kube-apiserver with its default admission plugins, from
-tests/support/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
+testkit/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
 from `priority-webhook certs`), registered with the MutatingWebhookConfiguration and
 ValidatingWebhookConfiguration our chart renders (its rules, selectors, failure policies and timeouts;
 only the `service` client config becomes a loopback `url`).
@@ -56,17 +56,17 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.e2e.webhook import (  # noqa: E402
+from testkit.cluster_webhook import (  # noqa: E402
     RELEASE_NAMESPACE,
     chart_webhook_configurations,
     ensure_namespace,
     make_certificates,
     unregister,
 )
-from tests.server.reviews import review  # noqa: E402
-from tests.support.envtest import ControlPlane  # noqa: E402
-from tests.support.server import WebhookServer, free_port, webhook_server  # noqa: E402
-from tests.support.wait import wait_for  # noqa: E402
+from testkit.envtest import ControlPlane  # noqa: E402
+from testkit.reviews import review  # noqa: E402
+from testkit.server import WebhookServer, free_port, webhook_server  # noqa: E402
+from testkit.wait import wait_for  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 NONE = "none"

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.kubeapi import KubeAPIServer
-from tests.server.reviews import pod, review
-from tests.support.server import webhook_server
+from testkit.kubeapi import KubeAPIServer
+from testkit.reviews import pod, review
+from testkit.server import webhook_server
 from webhook.kube.class_store import ClusterClassStore
 
 DEADLINE = 5.0  # per change: a change not seen by then is a failure, not a sample

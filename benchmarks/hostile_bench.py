@@ -6,7 +6,7 @@
 One `priority-webhook serve` (the chart's shape: 2 workers x 4 threads, default limits) over TLS on
 loopback. Phases, in one run: `alone` (no hostile connection), then `hostile`: a separate process holds
 `--hostile` connections, a quarter of each kind (silent TCP, silent after the TLS handshake, headers dripped
-a byte every 0.5 s, half of a second request on a kept-alive connection; tests/support/hostile.py), each
+a byte every 0.5 s, half of a second request on a kept-alive connection; testkit/hostile.py), each
 reopened as soon as the server drops it. In each phase one client reviews on a fresh connection and one on a
 kept-alive connection, each every 0.25 s, and every latency is recorded. Printed: per phase and client,
 reviews, answered 200 within 1 s, p50 / p99 / max latency; the connections the server held (its own
@@ -37,14 +37,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.hostile import (  # noqa: E402
+from testkit.hostile import (  # noqa: E402
     KINDS,
     Honest,
     honest_client,
     hostile_clients,
     raise_open_files_limit,
 )
-from tests.support.server import EXAMPLE_CLASSES, WebhookServer, webhook_server  # noqa: E402
+from testkit.server import EXAMPLE_CLASSES, WebhookServer, webhook_server  # noqa: E402
 
 INTERVAL = 0.25
 BOUND = 1.0

@@ -6,7 +6,7 @@
   pulls), each against the base image's in the same run;
 - build time (with --builds): `scripts/image` from a copy of the build inputs, cold (NO_CACHE=1: every
   step again, the base already present) and after a change to one source file (dependencies cached);
-- the webhook container run as the chart's Deployment runs it (tests/image/engine.py) against the test API
+- the webhook container run as the chart's Deployment runs it (testkit/image_engine.py) against the test API
   server: seconds from `podman run` to /readyz 200, against `podman run IMAGE --version` (the engine's
   and the interpreter's own start) in the same run; then, after 5 s at rest, each gunicorn worker's RSS
   and PSS, against a bare interpreter and one that imported the `kubernetes` client, in the same image.
@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 import helm_python as helm  # noqa: E402
 import urllib3  # noqa: E402
 
-from tests.chart.rendering import CHART, FULLNAME, NAMESPACE, render  # noqa: E402
-from tests.image.engine import Container, Pod, inspect, podman, run_args, service_account  # noqa: E402
-from tests.kubeapi import KubeAPIServer, ResourceType  # noqa: E402
-from tests.support.server import free_port  # noqa: E402
-from tests.support.wait import wait_for  # noqa: E402
+from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, render  # noqa: E402
+from testkit.image_engine import Container, Pod, inspect, podman, run_args, service_account  # noqa: E402
+from testkit.kubeapi import KubeAPIServer, ResourceType  # noqa: E402
+from testkit.server import free_port  # noqa: E402
+from testkit.wait import wait_for  # noqa: E402
 
 MIB = 1024 * 1024
 BUILD_INPUTS = (

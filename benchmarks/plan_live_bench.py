@@ -3,7 +3,7 @@
     KUBEBUILDER_ASSETS=... python benchmarks/plan_live_bench.py [--nodes 5000 --pods 20000 --pdbs 500]
         [--node-pods 250] [--repeat 3] [--threads 8]
 
-Starts its own etcd + kube-apiserver (tests/support/envtest.py; no controller manager, so no controller
+Starts its own etcd + kube-apiserver (testkit/envtest.py; no controller manager, so no controller
 writes while it measures), then creates through the API, concurrently: the nodes (status with allocatable),
 the pods bound to them with `spec.nodeName` (the benchmark snapshot's shapes: plan_snapshot.py), the PDBs,
 and `--node-pods` more pods on one node. Creation throughput is reported (it bounds what can be measured
@@ -44,8 +44,8 @@ import requests
 from plan_bench import BASELINE, measure
 from plan_snapshot import PREEMPTOR, node, pdb, pod
 
-from tests.support.envtest import ControlPlane, free_ports
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane, free_ports
+from testkit.wait import wait_for
 from webhook.kube.config import api_client
 from webhook.kube.listing import list_objects
 

@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from victims_bench import scenario
 
-from tests.kubeapi import KubeAPIServer
-from tests.kubeapi.eviction import install
+from testkit.kubeapi import KubeAPIServer
+from testkit.kubeapi.eviction import install
 from webhook.kube import eviction
 from webhook.preemption.node.admission import admit_to_node
 from webhook.sidecar.agent import Sidecar

@@ -51,9 +51,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import requests
 from plan_live_bench import create_all, list_cost
 
-from tests.support.envtest import ControlPlane, free_ports
-from tests.support.hollow_node import HollowNode
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane, free_ports
+from testkit.hollow_node import HollowNode
+from testkit.wait import wait_for
 
 NAMESPACE = "fleet"
 TICKS = os.sysconf("SC_CLK_TCK")

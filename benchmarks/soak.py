@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cryptography import x509
 
-from tests.kubeapi import KubeAPIServer
-from tests.support.server import webhook_server
-from tests.support.wait import wait_for
+from testkit.kubeapi import KubeAPIServer
+from testkit.server import webhook_server
+from testkit.wait import wait_for
 from webhook.files import tls
 
 POOL = [f"soak-{i}" for i in range(10)]

@@ -54,10 +54,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests
 
-from tests.e2e.webhook import chart_webhook_configurations, ensure_namespace, make_certificates
-from tests.support.envtest import ControlPlane, free_ports
-from tests.support.server import WebhookServer, webhook_server
-from tests.support.wait import wait_for
+from testkit.cluster_webhook import chart_webhook_configurations, ensure_namespace, make_certificates
+from testkit.envtest import ControlPlane, free_ports
+from testkit.server import WebhookServer, webhook_server
+from testkit.wait import wait_for
 from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
 from webhook.policy.decision import Request
 from webhook.policy.pod_rules import admit_pod

@@ -37,8 +37,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.hostile import mutate_body  # noqa: E402
-from tests.support.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server  # noqa: E402
+from testkit.hostile import mutate_body  # noqa: E402
+from testkit.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 WEBHOOK_TIMEOUT = 5.0  # the chart's admission.timeoutSeconds

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.envtest import (
+from testkit.envtest import (
     ASSETS_ENV,
     OLDEST_ASSETS_ENV,
     AssetsMissing,
@@ -19,7 +19,7 @@ from tests.support.envtest import (
     data_folder,
     etcd_binary,
 )
-from tests.support.server import REPO
+from testkit.server import REPO
 
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 FULL = ("etcd", "kube-apiserver", "kubectl")

@@ -32,7 +32,7 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.support.server import free_port  # noqa: E402
+from testkit.server import free_port  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

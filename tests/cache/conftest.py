@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.kubeapi import KubeAPIServer
+from testkit.kubeapi import KubeAPIServer
 from webhook.kube.class_store import ClusterClassStore
 
 # Fast enough for tests, still exponential and capped.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.kubeapi import KubeAPIServer
+from testkit.wait import wait_for
 from tests.cache.conftest import pc
-from tests.kubeapi import KubeAPIServer
-from tests.support.wait import wait_for
 from webhook.kube import ConfigError
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client

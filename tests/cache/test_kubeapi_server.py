@@ -11,9 +11,9 @@ import kubernetes.client
 import pytest
 import requests
 
+from testkit.kubeapi import ApiError, KubeAPIServer, Request
+from testkit.wait import wait_for
 from tests.cache.conftest import pc
-from tests.kubeapi import ApiError, KubeAPIServer, Request
-from tests.support.wait import wait_for
 
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PODS = "/api/v1/pods"

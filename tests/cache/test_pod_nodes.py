@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.kubeapi import KubeAPIServer
+from testkit.kubeapi import KubeAPIServer
 from webhook.kube.pod_nodes import ClusterPodNodes
 from webhook.policy.eviction_rules import PodLookupError
 

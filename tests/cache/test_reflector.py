@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from testkit.kubeapi import KubeAPIServer, RequestRecord
+from testkit.wait import wait_for
 from tests.cache.conftest import FAST, pc
-from tests.kubeapi import KubeAPIServer, RequestRecord
-from tests.support.wait import wait_for
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client
 from webhook.kube.reflector import Reflector

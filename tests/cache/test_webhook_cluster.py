@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import requests
 
+from testkit.kubeapi import KubeAPIServer
+from testkit.reviews import patch_ops, pod, review
+from testkit.server import WebhookServer, webhook_server
+from testkit.wait import wait_for
 from tests.cache.conftest import pc
-from tests.kubeapi import KubeAPIServer
-from tests.server.reviews import patch_ops, pod, review
-from tests.support.server import WebhookServer, webhook_server
-from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"

@@ -1,4 +1,4 @@
-"""The pure decisions of run-time certificate rotation (webhook.policy.rotation), table by table."""
+"""The pure decisions of run-time certificate rotation (webhook.kube.renewal), table by table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from webhook.policy.rotation import (
+from webhook.kube.renewal import (
     SETTLE,
     CAState,
     Cert,

@@ -1,4 +1,4 @@
-"""The CA Secret's wire form (webhook.kube.rotator.SecretView): what is written reads back as the same
+"""The CA Secret's wire form (webhook.kube.ca_secret.SecretView): what is written reads back as the same
 state, and a Secret that cannot be used is replaced, keeping its generation count."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from webhook.files import tls
-from webhook.kube.rotator import (
+from webhook.kube.ca_secret import (
     BUNDLE,
     CA_CERT,
     CA_KEY,
@@ -21,7 +21,7 @@ from webhook.kube.rotator import (
     SecretView,
     cert_info,
 )
-from webhook.policy.rotation import Step, advance
+from webhook.kube.renewal import Step, advance
 
 SETTINGS = RotationSettings(
     namespace="ns",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import free_port
+from testkit.server import free_port
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

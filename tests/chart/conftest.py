@@ -8,7 +8,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import CHART, Rendered, render, values_key
+from testkit.chart_rendering import CHART, Rendered, render, values_key
 
 
 @pytest.fixture(scope="session")

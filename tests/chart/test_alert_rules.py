@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
 from tests.chart.scenarios import SCENARIOS
 
 Render = Callable[[dict[str, Any]], Rendered]

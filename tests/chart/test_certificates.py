@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.chart.rendering import CHART, FULLNAME, NAMESPACE, RELEASE, Rendered
+from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, RELEASE, Rendered
 from tests.chart.scenarios import PROVIDED_BUNDLE, SCENARIOS
 
 Render = Callable[[dict[str, Any]], Rendered]

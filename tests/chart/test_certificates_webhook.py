@@ -10,7 +10,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, RELEASE, Rendered
+from testkit.chart_rendering import FULLNAME, NAMESPACE, RELEASE, Rendered
 from tests.chart.scenarios import SCENARIOS
 
 Render = Callable[[dict[str, Any]], Rendered]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.rendering import FULLNAME, Rendered
+from testkit.chart_rendering import FULLNAME, Rendered
 from tests.chart.scenarios import SCENARIOS
 from webhook.cli import build_parser
 

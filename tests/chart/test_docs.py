@@ -9,7 +9,7 @@ from typing import Any
 
 import helm_python as helm
 
-from tests.chart.rendering import FULLNAME, Rendered, render
+from testkit.chart_rendering import FULLNAME, Rendered, render
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from tests.chart.rendering import CHART, FULLNAME, NAMESPACE, Rendered, hook_events, hook_weight
+from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, Rendered, hook_events, hook_weight
+from testkit.server import free_port, webhook_server
 from tests.chart.scenarios import SCENARIOS
-from tests.support.server import free_port, webhook_server
 
 Render = Callable[[dict[str, Any]], Rendered]
 HOOKS = f"{FULLNAME}-hooks"

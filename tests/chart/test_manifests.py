@@ -12,8 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from testkit.chart_rendering import CHART, KUBE_VERSION, NAMESPACE, Rendered, UniqueKeyLoader
 from tests.chart.crd_schemas import SCHEMAS, validate_custom
-from tests.chart.rendering import CHART, KUBE_VERSION, NAMESPACE, Rendered, UniqueKeyLoader
 from tests.chart.scenarios import SCENARIOS
 
 CUSTOM_KINDS = {kind for _, kind in SCHEMAS}

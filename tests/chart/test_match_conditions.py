@@ -16,7 +16,7 @@ from typing import Any
 import celpy
 import pytest
 
-from tests.chart.rendering import FULLNAME, Rendered
+from testkit.chart_rendering import FULLNAME, Rendered
 from webhook.k8s import CREATE, POD_RESOURCE, UPDATE
 from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import Request

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches
 

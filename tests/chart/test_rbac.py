@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
 from tests.chart.scenarios import SCENARIOS
 
 Render = Callable[[dict[str, Any]], Rendered]

@@ -9,7 +9,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.selectors import matches
 
 Render = Callable[[dict[str, Any]], Rendered]

@@ -7,7 +7,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import CHART, NAMESPACE
+from testkit.chart_rendering import CHART, NAMESPACE
 from tests.chart.scenarios import SCENARIOS
 
 BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [

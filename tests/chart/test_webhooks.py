@@ -8,7 +8,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered, render
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered, render
 from tests.chart.scenarios import SCENARIOS
 from tests.chart.selectors import matches, namespace_labels
 from tests.chart.test_workload_webhook import WORKLOAD_RULES

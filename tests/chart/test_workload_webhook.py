@@ -8,7 +8,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import CHART, FULLNAME, NAMESPACE, Rendered
+from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, Rendered
 from tests.chart.selectors import matches, namespace_labels
 from webhook.objects.workloads import WORKLOADS
 

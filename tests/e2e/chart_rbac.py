@@ -16,8 +16,8 @@ from typing import Any
 
 import helm_python as helm
 
-from tests.chart.rendering import CHART, Rendered, render
-from tests.support.envtest import ControlPlane
+from testkit.chart_rendering import CHART, Rendered, render
+from testkit.envtest import ControlPlane
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 

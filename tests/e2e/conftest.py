@@ -1,4 +1,4 @@
-"""End-to-end fixtures: a real control plane from an envtest folder (see tests/support/envtest.py).
+"""End-to-end fixtures: a real control plane from an envtest folder (see testkit/envtest.py).
 
 The folder is found the envtest way: `KUBEBUILDER_ASSETS`, else setup-envtest's data folder. Where none is
 found the end-to-end tests do not run, on a workstation and in CI alike, and the summary says so in one line
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.webhook import RegisteredWebhook, registered_webhook
-from tests.support.envtest import (
+from testkit.cluster_webhook import RegisteredWebhook, registered_webhook
+from testkit.envtest import (
     ASSETS_ENV,
     OLDEST_ASSETS_ENV,
     WANTED,

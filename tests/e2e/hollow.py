@@ -1,4 +1,4 @@
-"""End-to-end helpers around a real kubelet (tests/support/hollow_node.py): one control plane and one hollow
+"""End-to-end helpers around a real kubelet (testkit/hollow_node.py): one control plane and one hollow
 node per Kubernetes version, pods as the kubelet runs them, and what the kubelet decided, read back from
 the API as it writes it on each version.
 
@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
+from testkit.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV, ControlPlane
+from testkit.hollow_node import HollowNode, unavailable
+from testkit.server import REPO
+from testkit.wait import wait_for
 from tests.e2e.conftest import OLDEST, _require_assets, _track, e2e_required
-from tests.support.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV, ControlPlane
-from tests.support.hollow_node import HollowNode, unavailable
-from tests.support.server import REPO
-from tests.support.wait import wait_for
 
 # The versions every kubelet test runs on, as fixture params: the assets variable of each.
 VERSIONS = {"1.33": ASSETS_ENV, "1.24": OLDEST_ASSETS_ENV}

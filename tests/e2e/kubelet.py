@@ -22,7 +22,7 @@ from typing import Any
 
 import requests
 
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
 
 HEARTBEAT_SECONDS = 10.0
 

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chart.scenarios import SCENARIOS
-from tests.e2e.chart_rbac import render_chart
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RELEASE,
     RELEASE_NAMESPACE,
     RegisteredWebhook,
@@ -25,7 +23,9 @@ from tests.e2e.webhook import (
     kubectl_create,
     pod,
 )
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
+from tests.chart.scenarios import SCENARIOS
+from tests.e2e.chart_rbac import render_chart
 
 NS = "e2e-apiserver-metrics"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -34,9 +34,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 
-from tests.chart.rendering import CHART
-from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
-from tests.e2e.webhook import (
+from testkit.chart_rendering import CHART
+from testkit.cluster_webhook import (
     admission_requests,
     chart_webhook_configurations,
     create,
@@ -44,11 +43,13 @@ from tests.e2e.webhook import (
     pod,
     unregister,
 )
-from tests.support.envtest import ControlPlane
-from tests.support.server import WebhookServer, free_port, webhook_server
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.server import WebhookServer, free_port, webhook_server
+from testkit.wait import wait_for
+from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
+from webhook.kube.ca_secret import RotationSettings
 from webhook.kube.config import api_client
-from webhook.kube.rotator import RotationSettings, Rotator
+from webhook.kube.rotator import Rotator
 
 CA_VALIDITY, CERT_VALIDITY = "60s", "20s"
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RegisteredWebhook,
     ensure_namespace,
     metric,
@@ -25,9 +25,9 @@ from tests.e2e.webhook import (
     registered_webhook,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
-from tests.support.server import webhook_server
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.server import webhook_server
+from testkit.wait import wait_for
 
 NS = "e2e-cache"
 SEEN_TIMEOUT = 10.0  # generous: the measured figure is about a tenth of a second (see docs/end-to-end.md)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RegisteredWebhook,
     create,
     ensure_namespace,
@@ -30,8 +30,8 @@ from tests.e2e.webhook import (
     second_webhook_configuration,
     serve_mutating,
 )
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 
 NS = "e2e-decide-once"
 NAMED = "e2e-once-named"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
 from tests.test_docs_examples import CLUSTER, ROOT, Example, command
 
 

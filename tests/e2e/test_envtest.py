@@ -8,8 +8,8 @@ import os
 import pytest
 import requests
 
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 
 
 def test_the_cluster_answers_kubectl_with_the_builtin_priority_classes(cluster: ControlPlane) -> None:

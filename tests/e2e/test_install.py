@@ -24,10 +24,10 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import CHART, render
-from tests.e2e.webhook import registered_webhook
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.chart_rendering import CHART, render
+from testkit.cluster_webhook import registered_webhook
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 
 CONFIG_KINDS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 SCRIPTS = CHART / "files" / "hooks"

@@ -24,6 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.cluster_webhook import priority_class
+from testkit.envtest import _die_with_parent
+from testkit.server import REPO
+from testkit.wait import wait_for
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
 from tests.e2e.hollow import (
     KubeletEnv,
@@ -37,10 +41,6 @@ from tests.e2e.hollow import (
     wait_running,
     was_preempted,
 )
-from tests.e2e.webhook import priority_class
-from tests.support.envtest import _die_with_parent
-from tests.support.server import REPO
-from tests.support.wait import wait_for
 
 NODE = "hollow-sc"
 CRITICAL = 1000000

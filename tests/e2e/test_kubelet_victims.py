@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.wait import wait_for
 from tests.e2e.hollow import (
     VERSION_PARAMS,
     VERSIONS,
@@ -39,7 +40,6 @@ from tests.e2e.hollow import (
     wait_running,
     was_preempted,
 )
-from tests.support.wait import wait_for
 
 NODE = "hollow-1"
 MAX_PODS = 8

@@ -39,8 +39,7 @@ import pytest
 import requests
 import yaml
 
-from tests.admission import fixtures
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     CRITICAL_POD,
     IMAGE,
     Outcome,
@@ -52,7 +51,8 @@ from tests.e2e.webhook import (
     registered_webhook,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
+from tests.admission import fixtures
 
 SEED = int(os.environ.get("ORACLE_SEED", "20240611"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e import webhook as e2e_webhook
-from tests.support.envtest import ControlPlane, wait_deleted
-from tests.support.wait import wait_for
+from testkit import cluster_webhook as e2e_webhook
+from testkit.envtest import ControlPlane, wait_deleted
+from testkit.wait import wait_for
 from webhook.kube.config import api_client
 from webhook.kube.listing import list_objects
 

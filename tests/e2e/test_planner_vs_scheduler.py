@@ -51,12 +51,12 @@ from typing import Any
 
 import pytest
 
+from testkit.cluster_webhook import priority_class
+from testkit.envtest import ControlPlane
+from testkit.server import REPO
+from testkit.wait import wait_for
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
-from tests.e2e.webhook import priority_class
-from tests.support.envtest import ControlPlane
-from tests.support.server import REPO
-from tests.support.wait import wait_for
 from webhook.preemption.resources import parse_quantity
 
 SEEDS = (2, 4, 5, 6)  # chosen for variety: several victims, a PDB violation, close candidates

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.envtest import ControlPlane
 from tests.admission.test_validation import QUANTITIES
-from tests.support.envtest import ControlPlane
 from webhook.objects.validation import quantity_error
 
 

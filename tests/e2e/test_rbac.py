@@ -30,14 +30,14 @@ from typing import Any
 
 import pytest
 
+from testkit.cluster_webhook import priority_class
+from testkit.envtest import ControlPlane
+from testkit.server import webhook_server
+from testkit.wait import wait_for
 from tests.chart.scenarios import SCENARIOS
 from tests.e2e.chart_rbac import InstalledRbac, component_of, install_rbac, render_chart
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
-from tests.e2e.webhook import priority_class
-from tests.support.envtest import ControlPlane
-from tests.support.server import webhook_server
-from tests.support.wait import wait_for
 from webhook.kube.config import api_client
 from webhook.sidecar import record as rec
 from webhook.sidecar.agent import Sidecar

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import requests
 
+from testkit.cluster_webhook import priority_class
+from testkit.envtest import ControlPlane, _die_with_parent
+from testkit.server import REPO
+from testkit.wait import wait_for
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
 from tests.e2e.kubelet import FakeKubelet, pod
-from tests.e2e.webhook import priority_class
-from tests.support.envtest import ControlPlane, _die_with_parent
-from tests.support.server import REPO
-from tests.support.wait import wait_for
 from webhook.sidecar import record as rec
 
 CRITICAL = 1000000  # the sidecar's --critical-priority: user classes stop at 1e9, below the kubelet's 2e9

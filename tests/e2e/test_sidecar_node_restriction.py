@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import requests
 
+from testkit.cluster_webhook import RegisteredWebhook, ensure_namespace, pod, registered_webhook
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
-from tests.e2e.webhook import RegisteredWebhook, ensure_namespace, pod, registered_webhook
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
 
 RELEASE = "nr"
 NS = "e2e-nr-system"

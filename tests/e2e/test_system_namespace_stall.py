@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.webhook import RegisteredWebhook, create, metric, pod
-from tests.support.envtest import ControlPlane, free_ports
-from tests.support.wait import wait_for
+from testkit.cluster_webhook import RegisteredWebhook, create, metric, pod
+from testkit.envtest import ControlPlane, free_ports
+from testkit.wait import wait_for
 
 SYSTEM_ENTRY = "system-pods.priority-webhook.io"
 COUNTER = "priority_webhook_unresolved_pods_total"

@@ -29,8 +29,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.chart_rbac import render_chart
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RegisteredWebhook,
     ensure_namespace,
     pod,
@@ -38,8 +37,9 @@ from tests.e2e.webhook import (
     registered_webhook,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
+from tests.e2e.chart_rbac import render_chart
 
 MATCH_CONDITIONS_SINCE = (1, 28)
 UNHEALTHY_POLICY_SINCE = (1, 27)

@@ -15,9 +15,9 @@ import time
 
 from prometheus_client import REGISTRY
 
-from tests.e2e.webhook import priority_class
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.cluster_webhook import priority_class
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 from webhook.kube.class_store import ClusterClassStore
 from webhook.kube.config import api_client
 

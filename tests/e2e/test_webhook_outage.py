@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RELEASE_NAMESPACE,
     RegisteredWebhook,
     ensure_namespace,
@@ -20,7 +20,7 @@ from tests.e2e.webhook import (
     pod,
     priority_class,
 )
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
 
 NS = "e2e-outage"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     CRITICAL_POD,
     RELEASE_NAMESPACE,
     RegisteredWebhook,
@@ -24,7 +24,7 @@ from tests.e2e.webhook import (
     priority_class,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
 
 NS = "e2e-pods"
 HIGH, NEVER, DEFAULT = "e2e-pods-high", "e2e-pods-never", "e2e-pods-default"

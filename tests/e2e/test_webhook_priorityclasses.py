@@ -14,14 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     RegisteredWebhook,
     kubectl_create,
     kubectl_denial,
     priority_class,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
+from testkit.envtest import ControlPlane
 
 D1, D2, PLAIN = "e2e-pc-default1", "e2e-pc-default2", "e2e-pc-plain"
 PC_WEBHOOK = "priorityclasses.priority-webhook.io"

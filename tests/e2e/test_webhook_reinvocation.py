@@ -1,7 +1,7 @@
 """Another mutating webhook changes pods after ours: the API server reinvokes ours (`reinvocationPolicy:
 IfNeeded`), and the validating entry checks the final state.
 
-The second webhook (`Meddler`, tests/e2e/webhook.py) is a small TLS server of our own, registered under a
+The second webhook (`Meddler`, testkit/cluster_webhook.py) is a small TLS server of our own, registered under a
 name that sorts after the chart's configuration, so it runs after ours; what it does depends on the pod's
 annotations. The in-tree Priority plugin is off: our webhook alone resolves priority.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.webhook import (
+from testkit.cluster_webhook import (
     ADD_LABEL,
     DROP_PRIORITY,
     SET_CLASS,
@@ -28,8 +28,8 @@ from tests.e2e.webhook import (
     registered_webhook,
     wait_until_resolved,
 )
-from tests.support.envtest import ControlPlane
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane
+from testkit.wait import wait_for
 
 NS = "e2e-reinvoke"
 HIGH = "e2e-reinvoke-high"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.webhook import registered_webhook
-from tests.support.envtest import ControlPlane
-from tests.support.server import REPO
-from tests.support.wait import wait_for
+from testkit.cluster_webhook import registered_webhook
+from testkit.envtest import ControlPlane
+from testkit.server import REPO
+from testkit.wait import wait_for
 
 PLUGIN_DIR = Path(sys.executable).parent  # kubectl-priority is installed next to the interpreter
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.server import webhook_server
 from tests.fuzz.oracle import CLASSES_YAML
-from tests.support.server import webhook_server
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.chart.rendering import CHART, Rendered, render
-from tests.image.engine import EngineUnavailable, build, in_ci, inspect
-from tests.support.server import free_port
+from testkit.chart_rendering import CHART, Rendered, render
+from testkit.image_engine import EngineUnavailable, build, in_ci, inspect
+from testkit.server import free_port
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.image import engine
-from tests.image.engine import EngineUnavailable, Pod, expand, run_args
+from testkit import image_engine as engine
+from testkit.image_engine import EngineUnavailable, Pod, expand, run_args
 
 
 def test_kubelet_expansion_of_args() -> None:

@@ -1,5 +1,5 @@
 """The built image, run as the chart runs it: the rendered Deployment's and DaemonSet's user, read-only root,
-dropped capabilities, no-new-privileges, memory limit, args, env and volumes (tests/image/engine.py), against
+dropped capabilities, no-new-privileges, memory limit, args, env and volumes (testkit/image_engine.py), against
 the test API server over TLS with a service-account token, as in a pod."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import pytest
 import requests
 import urllib3
 
-from tests.chart.rendering import FULLNAME, NAMESPACE, Rendered
-from tests.image.engine import Container, Pod, inspect, podman, run_args, service_account
-from tests.kubeapi import KubeAPIServer, ResourceType
-from tests.kubeapi.eviction import install as install_evictions
-from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
-from tests.support.wait import wait_for
+from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
+from testkit.image_engine import Container, Pod, inspect, podman, run_args, service_account
+from testkit.kubeapi import KubeAPIServer, ResourceType
+from testkit.kubeapi.eviction import install as install_evictions
+from testkit.reviews import PC_GVR, patch_ops, pod, priority_class, review
+from testkit.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMISSION = "admissionregistration.k8s.io"

@@ -10,8 +10,8 @@ import jsonpatch
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
-from tests.support.server import EXAMPLE_CLASSES
+from testkit.reviews import PC_GVR, patch_ops, pod, priority_class, review
+from testkit.server import EXAMPLE_CLASSES
 from webhook.policy.class_model import ClassSet, StaticClassStore
 from webhook.policy.eviction_rules import PodLookupError
 from webhook.policy.pod_rules import PodOptions

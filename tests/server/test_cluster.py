@@ -11,10 +11,10 @@ from pathlib import Path
 
 import requests
 
-from tests.kubeapi import KubeAPIServer
-from tests.server.reviews import pod, review
-from tests.support.server import WebhookServer, webhook_server
-from tests.support.wait import wait_for
+from testkit.kubeapi import KubeAPIServer
+from testkit.reviews import pod, review
+from testkit.server import WebhookServer, webhook_server
+from testkit.wait import wait_for
 
 
 def fresh_connection_mutate(server: WebhookServer, class_name: str | None) -> dict:

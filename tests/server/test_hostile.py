@@ -1,7 +1,7 @@
 """Hostile connections cost the server no thread: honest reviews keep being answered at once beside them.
 
 The server runs with the chart's shape (2 workers x 4 threads, the default 10 s request deadline). 128
-hostile connections (32 of each kind in tests.support.hostile: silent TCP, silent after the TLS handshake,
+hostile connections (32 of each kind in testkit.hostile: silent TCP, silent after the TLS handshake,
 headers dripped a byte at a time, half of a second request on a kept-alive connection) are held open by
 another process, each reopened as soon as the server drops it, while one client reviews on a fresh connection and another on a kept-alive one, each every 0.25 s. Every
 honest review must be answered 200 within 1 s: that bound is the requirement itself (the API server's calls
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hostile import KINDS, Honest, honest_client, hostile_clients
-from tests.support.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
+from testkit.hostile import KINDS, Honest, honest_client, hostile_clients
+from testkit.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
 
 PER_KIND = 32
 INTERVAL = 0.25

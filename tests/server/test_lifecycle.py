@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from tests.server.reviews import pod, review
-from tests.support.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server
-from tests.support.wait import wait_for
+from testkit.reviews import pod, review
+from testkit.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server
+from testkit.wait import wait_for
 from webhook.cli import main
 from webhook.files import tls
 

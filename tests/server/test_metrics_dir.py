@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import REPO
+from testkit.server import REPO
 from webhook.server.gunicorn import METRICS_ENV, metrics_dir
 
 

@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from tests.support.server import webhook_server
-from tests.support.wait import wait_for
+from testkit.server import webhook_server
+from testkit.wait import wait_for
 from webhook.server import metrics
 
 SAMPLE = re.compile(r'^(process_[a-z_]+)\{pid="(\d+)"\} (\S+)$', re.M)

@@ -16,9 +16,9 @@ import jsonpatch
 import pytest
 import requests
 
-from tests.server.reviews import PC_GVR, patch_ops, pod, priority_class, review
-from tests.support.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
-from tests.support.wait import wait_for
+from testkit.reviews import PC_GVR, patch_ops, pod, priority_class, review
+from testkit.server import EXAMPLE_CLASSES, WebhookServer, webhook_server
+from testkit.wait import wait_for
 from webhook.server.app import MAX_BODY_BYTES
 
 READ_TIMEOUT = 2.0

@@ -10,8 +10,8 @@ from pathlib import Path
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Gauge
 
-from tests.support.server import webhook_server
-from tests.support.wait import wait_for
+from testkit.server import webhook_server
+from testkit.wait import wait_for
 from webhook import __version__
 from webhook.files import tls
 from webhook.server import metrics

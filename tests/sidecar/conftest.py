@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.kubeapi import KubeAPIServer
-from tests.kubeapi.eviction import EvictionRecorder, install
+from testkit.kubeapi import KubeAPIServer
+from testkit.kubeapi.eviction import EvictionRecorder, install
 from tests.sidecar.fixtures import NODE, node
 from webhook.sidecar.agent import Sidecar
 from webhook.sidecar.decide import Settings

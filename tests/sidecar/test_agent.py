@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from testkit.wait import wait_for
 from tests.sidecar.conftest import sample
 from tests.sidecar.fixtures import pod, record_of, rejected
-from tests.support.wait import wait_for
 from webhook.sidecar import record as rec
 
 PREEMPTED = "Preempted in order to admit critical pod"
@@ -263,10 +263,10 @@ def test_record_written_on_a_stale_view_is_refused(cluster, sidecar):
     stale = json.loads(json.dumps(crit))
     crit["metadata"]["labels"]["touched"] = "yes"
     cluster.api.update("pods", crit, "default")
-    assert not agent._write_record(stale, rec.Record(rec.DONE))
+    assert not agent.executor.write_record(stale, rec.Record(rec.DONE))
     assert record_of(cluster.pod("crit")) is None
     fresh = cluster.pod("crit")
-    assert agent._write_record(fresh, rec.Record(rec.DONE))
+    assert agent.executor.write_record(fresh, rec.Record(rec.DONE))
     assert record_of(cluster.pod("crit"))["state"] == rec.DONE
 
 
@@ -304,23 +304,22 @@ def test_replaced_rejected_pod_does_not_start_a_second_preemption(cluster, sidec
     assert len(cluster.evictions.attempts) == 2
 
 
-def test_memory_of_departed_pods_is_dropped(cluster):
+def test_memory_of_departed_pods_is_dropped():
     """What the process remembers about pods (backoff, reports, events sent) is bounded by the node's pods."""
-    from webhook.sidecar.agent import EVICTING_TTL, Sidecar
-    from webhook.sidecar.decide import Settings
+    from webhook.sidecar.memory import EVICTING_TTL, Memory
 
-    agent = Sidecar(cluster.api.api_client(), Settings(node_name="node-a"))
-    agent._blocked = {"here": (1.0, 1), "gone": (1.0, 1)}
-    agent._victim_evented = {"here", "gone"}
-    agent._reported = {"k1": "here", "k2": "gone"}
-    agent._written = {"gone": {}}
-    agent._evicting = {"here": 0.0, "fresh": 100.0}
-    agent._forget_gone({"here", "fresh"}, now=100.0)
-    assert set(agent._blocked) == {"here"} and agent._victim_evented == {"here"}
-    assert agent._reported == {"k1": "here"} and agent._written == {}
-    assert set(agent._evicting) == {"here", "fresh"}
-    agent._forget_gone({"here", "fresh"}, now=EVICTING_TTL + 1)
-    assert set(agent._evicting) == {"fresh"}  # accepted long ago, never shown terminating: look again
+    memory = Memory()
+    memory.blocked = {"here": (1.0, 1), "gone": (1.0, 1)}
+    memory.victim_evented = {"here", "gone"}
+    memory.reported = {"k1": "here", "k2": "gone"}
+    memory.written = {"gone": {}}
+    memory.evicting = {"here": 0.0, "fresh": 100.0}
+    memory.forget_gone({"here", "fresh"}, now=100.0)
+    assert set(memory.blocked) == {"here"} and memory.victim_evented == {"here"}
+    assert memory.reported == {"k1": "here"} and memory.written == {}
+    assert set(memory.evicting) == {"here", "fresh"}
+    memory.forget_gone({"here", "fresh"}, now=EVICTING_TTL + 1)
+    assert set(memory.evicting) == {"fresh"}  # accepted long ago, never shown terminating: look again
 
 
 def test_lists_its_node_and_pods_from_the_watch_cache(cluster, sidecar):

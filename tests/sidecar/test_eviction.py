@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kubeapi.eviction import MULTIPLE_PDBS_MESSAGE, PDB_MESSAGE
+from testkit.kubeapi.eviction import MULTIPLE_PDBS_MESSAGE, PDB_MESSAGE
 from tests.sidecar.fixtures import pod
 from webhook.kube import eviction
 from webhook.kube.events import EventRecorder, event_body

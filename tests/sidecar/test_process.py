@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from testkit.wait import wait_for
 from tests.sidecar.fixtures import pod, rejected
-from tests.support.wait import wait_for
 from webhook.cli import main
 from webhook.sidecar.observe import ObservabilityServer
 

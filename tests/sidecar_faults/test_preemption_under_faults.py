@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from testkit.wait import wait_for
 from tests.sidecar.fixtures import node, pod, record_of, rejected
-from tests.support.wait import wait_for
 from webhook.preemption.node.admission import admit_to_node
 from webhook.sidecar import record as rec
 

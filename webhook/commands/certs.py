@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from webhook.commands import dispatch
 from webhook.files import tls
 from webhook.files.documents import InputError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "certs",
-        help="generate a CA + serving certificate (ECDSA P-256); print the caBundle",
         description="Write ca.crt, ca.key (new CA only), tls.crt and tls.key (mode 0600 for keys) into "
         "--out, for the Service NAME in NS; print the base64 caBundle for the webhook configurations. "
         "With --ca-dir, sign the new serving certificate with the CA there (rotation: the caBundle stays).",

@@ -11,27 +11,34 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from webhook import __version__
 from webhook.files.documents import InputError
 from webhook.kube import ConfigError
 
-# name -> (module, the one-line help of `priority-webhook --help`), in the order --help lists them.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.commands.serve", "serve /mutate, /validate, /healthz, /readyz, /metrics over HTTPS"),
-    "review": ("webhook.commands.review", "run the admission decision offline"),
-    "victims": (
-        "webhook.commands.victims",
-        "kubelet-style admission of a pod on a node, with critical-pod preemption",
+
+class Command(NamedTuple):
+    module: str
+    summary: str  # the one-line help of `priority-webhook --help`, also the command parser's own help
+
+
+# In the order --help lists them. Each command's module registers its parser with `add_command`, so the
+# one-line help is written here only.
+COMMANDS: dict[str, Command] = {
+    "serve": Command(
+        "webhook.commands.serve", "serve /mutate, /validate, /healthz, /readyz, /metrics over HTTPS"
     ),
-    "plan": ("webhook.commands.plan", "scheduler-style preemption what-if on a cluster snapshot"),
-    "certs": (
-        "webhook.commands.certs",
-        "generate a CA + serving certificate (ECDSA P-256); print the caBundle",
+    "review": Command("webhook.commands.review", "run the admission decision offline"),
+    "victims": Command(
+        "webhook.commands.victims", "kubelet-style admission of a pod on a node, with critical-pod preemption"
     ),
-    "sidecar": (
-        "webhook.commands.sidecar",
-        "node agent: evict pods to admit critical pods the kubelet rejected",
+    "plan": Command("webhook.commands.plan", "scheduler-style preemption what-if on a cluster snapshot"),
+    "certs": Command(
+        "webhook.commands.certs", "generate a CA + serving certificate (ECDSA P-256); print the caBundle"
+    ),
+    "sidecar": Command(
+        "webhook.commands.sidecar", "node agent: evict pods to admit critical pods the kubelet rejected"
     ),
 }
 PROG = "priority-webhook"
@@ -53,11 +60,21 @@ def build_parser(only: str | None = None, prog: str = PROG) -> argparse.Argument
     parser = argparse.ArgumentParser(prog=prog, description="Out-of-tree Kubernetes pod priority.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
+    for name, command in COMMANDS.items():
         if only is None or name == only:
-            importlib.import_module(module).register(sub)
+            importlib.import_module(command.module).register(sub)
         else:
-            sub.add_parser(name, help=help_text, add_help=False)
+            sub.add_parser(name, help=command.summary, add_help=False)
+    return parser
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, description: str
+) -> argparse.ArgumentParser:
+    """The parser of command `name`, with its one-line help from COMMANDS."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=COMMANDS[name].summary, description=description
+    )
     return parser
 
 

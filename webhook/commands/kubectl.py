@@ -153,7 +153,7 @@ def _merged(paths: list[str]) -> dict[str, Any]:
     return merged
 
 
-def _absolute(entry: dict, inner: str, base: str) -> dict:
+def _absolute(entry: dict[str, Any], inner: str, base: str) -> dict[str, Any]:
     body = dict(entry.get(inner) or {})
     for key in ("certificate-authority", "client-certificate", "client-key", "tokenFile"):
         if isinstance(body.get(key), str) and not os.path.isabs(body[key]):

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from webhook.commands import dispatch
 from webhook.commands.inputs import read_pod_input
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.commands.progress import Progress
@@ -43,10 +44,10 @@ from webhook.preemption.semantics import parse_version, semantics_of
 from webhook.preemption.validate import check_pod
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "plan",
-        help="scheduler-style preemption what-if on a cluster snapshot",
         description="Where kube-scheduler would nominate POD and which pods it would delete for it, from "
         "a snapshot (`kubectl get nodes,pods,pdb,pc -A -o json`) or listed from the cluster itself "
         "(read-only). Exit 0 iff a node was found.",

@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.commands import dispatch
 from webhook.commands.inputs import kubectl_error
 from webhook.commands.options import add_classes, add_legacy_annotation, add_output
 from webhook.files.class_files import static_store
@@ -37,10 +38,10 @@ DEFAULTS = {"Pod": default_pod, "PriorityClass": default_priority_class}
 SHORT_KIND = 64  # a kind quoted in an error is cut to this many characters
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "review",
-        help="run the admission decision offline",
         description="Manifests in (any kind, several documents, Lists): AdmissionReviews get the response "
         "the server would send; Pods, PriorityClasses and PodGroups are treated as a CREATE and printed as "
         "stored; "
@@ -318,6 +319,7 @@ def _workload(source: str, obj: dict[str, Any], state: _Run) -> dict[str, Any] |
 def _name(obj: dict[str, Any]) -> str:
     meta = section(obj, "metadata")
     for key in ("name", "generateName"):
-        if isinstance(meta.get(key), str) and meta[key]:
-            return meta[key]
+        value = meta.get(key)
+        if isinstance(value, str) and value:
+            return value
     return "Unknown"

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from webhook.commands import dispatch
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
 from webhook.files import tls
 from webhook.files.documents import InputError
@@ -31,10 +32,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("webhook.serve")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "serve",
-        help="serve /mutate, /validate, /healthz, /readyz, /metrics over HTTPS",
         description="Serve the admission webhook over HTTPS (TLS 1.2+). Without --kubeconfig or "
         "--in-cluster, the classes are the built-in system classes plus --classes files. A certificate "
         "rewritten in --cert-dir is picked up without a restart.",
@@ -263,8 +264,9 @@ def _issue_own_certificates(args: argparse.Namespace, spec: StoreSpec) -> Rotato
         raise InputError(
             "--cert-validity: must be at most a third of --ca-validity (the CA's renewal margin)"
         )
+    from webhook.kube.ca_secret import RotationSettings
     from webhook.kube.config import api_client
-    from webhook.kube.rotator import RotationSettings, Rotator
+    from webhook.kube.rotator import Rotator
 
     namespace, secret = args.ca_secret
     rotator = Rotator(

@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 
+from webhook.commands import dispatch
 from webhook.commands.options import add_cluster, parse_bind
 from webhook.files.documents import InputError
 from webhook.k8s import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
@@ -15,10 +16,10 @@ DEFAULT_BIND = "0.0.0.0:9090"
 DEFAULT_EVICTIONS_PER_MINUTE = 30
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "sidecar",
-        help="node agent: evict pods to admit critical pods the kubelet rejected",
         description="Watch this node's pods; when the kubelet rejects a critical pod for lack of resources, "
         "evict the victims chosen by the node-side preemption module through the Eviction API.",
     )

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Any
 
+from webhook.commands import dispatch
 from webhook.commands.inputs import base_classes, read_pod_input, with_priority
 from webhook.commands.options import add_classes, add_context, add_legacy_annotation, add_output
 from webhook.files.documents import InputError, dump, load_objects, load_one
@@ -29,10 +30,10 @@ from webhook.preemption.semantics import node_semantics
 from webhook.preemption.validate import check_node, check_pod
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = dispatch.add_command(
+        sub,
         "victims",
-        help="kubelet-style admission of a pod on a node, with critical-pod preemption",
         description="Would the kubelet on NODE admit POD next to PODS? A critical pod that does not fit "
         "for lack of resources is admitted after evicting victims (printed in eviction order). "
         "Exit 0 iff the pod is admitted.",

@@ -95,7 +95,7 @@ def _yaml_documents(text: str) -> list[tuple[Any, bool]]:
     out = []
     number = 1
     try:
-        while loader.check_data():
+        while loader.check_data():  # type: ignore[no-untyped-call]
             loader.aliases = 0
             doc = loader.get_data()
             out.append((doc, loader.aliases > 0))

@@ -173,7 +173,7 @@ def _parse_chunk(buffer: bytearray, view: memoryview, a: int, b: int) -> list[An
     before, after = buffer[a - 1], buffer[b]
     buffer[a - 1], buffer[b] = ord("["), ord("]")
     try:
-        items = orjson.loads(view[a - 1 : b + 1])
+        items: list[Any] = orjson.loads(view[a - 1 : b + 1])  # a JSON array: framed as one above
     except orjson.JSONDecodeError:
         return None
     finally:

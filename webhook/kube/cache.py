@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from webhook.kube.reflector import ObjectStore
 
-Listener = Callable[[str, dict | None, dict | None], None]
+Listener = Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]
 
 RESYNC = "RESYNC"
 
 
-def object_key(obj: dict) -> tuple[str, str]:
+def object_key(obj: dict[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta.get("name") or "")
 
@@ -29,11 +30,11 @@ class ObjectCache(ObjectStore):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._objects: dict[tuple[str, str], dict] = {}
+        self._objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._listeners: list[Listener] = []
         self.resource_version = ""
 
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         fresh = {object_key(obj): obj for obj in objects}
         with self._lock:
             self._objects = fresh
@@ -41,7 +42,7 @@ class ObjectCache(ObjectStore):
             for listener in self._listeners:
                 listener(RESYNC, None, None)
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
         with self._lock:
             old = self._objects.get(key)
@@ -59,10 +60,10 @@ class ObjectCache(ObjectStore):
             for listener in self._listeners:
                 listener(event_type, old, new)
 
-    def get(self, namespace: str, name: str) -> dict | None:
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._objects.get((namespace or "", name))
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._objects.values())
 

@@ -87,7 +87,7 @@ class ClusterClassStore:
         return self.reflector.wait_synced(timeout)
 
     # -- ObjectStore (called by the reflector's thread) -----------------------------------------------
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         by_name = {}
         for obj in objects:
             pc = _read(obj)
@@ -97,7 +97,7 @@ class ClusterClassStore:
             self._by_name = by_name
             self._publish(ClassSet(by_name.values()), replaced=True)
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if event_type == "DELETED":
                 name = (obj.get("metadata") or {}).get("name")
@@ -125,7 +125,7 @@ class ClusterClassStore:
         return len(self._classes)
 
 
-def _read(obj: dict) -> PriorityClass | None:
+def _read(obj: dict[str, Any]) -> PriorityClass | None:
     """The API server validated the object; one we still cannot read is skipped, not fatal."""
     try:
         return PriorityClass.from_object(obj)

@@ -18,13 +18,10 @@ import logging
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from webhook.kube.eviction import call_json
+from webhook.kube import rest
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +105,8 @@ class EventRecorder:
         body = event_body(obj, type_, reason, message, component=self.component, host=self.host, key=key)
         namespace = body["metadata"]["namespace"]
         try:
-            call_json(self.api_client, "POST", f"/api/v1/namespaces/{quote(namespace, safe='')}/events", body)
-        except ApiException as err:
+            rest.call_json(self.api_client, "POST", rest.collection(rest.CORE_V1, "events", namespace), body)
+        except rest.ApiError as err:
             if key is not None and err.status == 409:
                 log.debug(
                     "event %s on %s/%s was recorded before", reason, namespace, body["metadata"]["name"]
@@ -117,7 +114,7 @@ class EventRecorder:
                 return True
             self._failed(reason, body, err)
             return False
-        except (OSError, HTTPError, ValueError) as err:
+        except rest.RestError as err:
             self._failed(reason, body, err)
             return False
         return True

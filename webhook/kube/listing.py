@@ -3,8 +3,8 @@
 Each resource is listed with `limit`/`continue` (as kubectl does, 500 objects a page), so neither the API
 server nor this process ever holds more than a page of raw JSON; objects are handed out one at a time in
 the order `kubectl get nodes,pods,pdb,pc -A -o json` prints them, with the `kind` a List's items lack.
-Answers are read as raw JSON (orjson), never as the client's model classes: a model object per pod would
-cost more than the whole plan.
+Answers are read as raw JSON (webhook.kube.rest), never as the client's model classes: a model object per
+pod would cost more than the whole plan.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import kubernetes.client
-import orjson
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+
+from webhook.kube import rest
 
 PAGE_SIZE = 500
 TIMEOUT = (10, 120)  # connect, read (s): a page of 500 pods is served in well under a second
@@ -30,10 +29,12 @@ class Resource:
 
 
 RESOURCES = (
-    Resource("/api/v1/nodes", "Node", "nodes"),
-    Resource("/api/v1/pods", "Pod", "pods"),
-    Resource("/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudgets"),
-    Resource("/apis/scheduling.k8s.io/v1/priorityclasses", "PriorityClass", "priorityclasses"),
+    Resource(rest.collection(rest.CORE_V1, "nodes"), "Node", "nodes"),
+    Resource(rest.collection(rest.CORE_V1, "pods"), "Pod", "pods"),
+    Resource(
+        rest.collection(rest.POLICY_V1, "poddisruptionbudgets"), "PodDisruptionBudget", "poddisruptionbudgets"
+    ),
+    Resource(rest.collection(rest.SCHEDULING_V1, "priorityclasses"), "PriorityClass", "priorityclasses"),
 )
 
 Progress = Callable[[str, int], None]  # (plural, objects listed so far)
@@ -63,9 +64,9 @@ def list_objects(
 def _pages(client: kubernetes.client.ApiClient, resource: Resource, page_size: int) -> Iterator[Any]:
     token = ""
     while True:
-        query = [("limit", str(page_size))]
+        query = {"limit": str(page_size)}
         if token:
-            query.append(("continue", token))
+            query["continue"] = token
         body = _get(client, resource.path, query, resource.plural)
         items = body.get("items")
         if not isinstance(items, list):
@@ -79,39 +80,17 @@ def _pages(client: kubernetes.client.ApiClient, resource: Resource, page_size: i
 
 
 def _get(
-    client: kubernetes.client.ApiClient, path: str, query: list[tuple[str, str]], plural: str
+    client: kubernetes.client.ApiClient, path: str, query: dict[str, str], plural: str
 ) -> dict[str, Any]:
-    """One GET through the official client (its authentication, TLS and proxies), the body as raw JSON."""
+    """One GET of a page (webhook.kube.rest: the official client's authentication, TLS and proxies)."""
     try:
-        request = client.param_serialize(
-            "GET",
-            path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = client.call_api(*request, _request_timeout=TIMEOUT)
-        raw = response.read()
-    except ApiException as err:
-        raise ListError(f"listing {plural}: {err.status} {_reason(err.body, err.reason)}") from None
-    except (HTTPError, OSError) as err:
-        raise ListError(f"listing {plural}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
-    if response.status != 200:
-        raise ListError(f"listing {plural}: {response.status} {_reason(raw, response.reason)}")
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as err:
-        raise ListError(f"listing {plural}: the answer is not JSON: {err}") from None
+        body = rest.call_json(client, "GET", path, query=query, timeout=TIMEOUT)
+    except rest.ApiError as err:
+        raise ListError(f"listing {plural}: {err.status} {err.summary}") from None
+    except rest.Unreachable as err:
+        raise ListError(f"listing {plural}: {err.kind}: {str(err).splitlines()[0]}") from None
+    except rest.NotJSON as err:
+        raise ListError(f"listing {plural}: {err}") from None
     if not isinstance(body, dict):
         raise ListError(f"listing {plural}: the answer is not a List")
     return body
-
-
-def _reason(body: Any, reason: Any) -> str:
-    """The Status message of a refusal (e.g. `pods is forbidden: ...`), else the HTTP reason."""
-    try:
-        message = orjson.loads(body or b"{}").get("message")
-    except (orjson.JSONDecodeError, AttributeError, TypeError):
-        message = None
-    text = str(message or reason or "")
-    return text.splitlines()[0] if text else ""

@@ -4,17 +4,15 @@ The eviction check (webhook/policy/eviction_rules.py) needs the evicted pod's sp
 Eviction under review does not carry. One GET of the pod per eviction: only the sidecar's evictions are
 sent to the webhook, a few per preemption, so a pod cache (a cluster-wide watch of every pod) would cost
 far more than it saves. The answer stays raw JSON through the client's connection pool, as in
-webhook.kube.eviction; the timeout is short so a slow API server fails the review well within the
+webhook.kube.rest; the timeout is short so a slow API server fails the review well within the
 webhook's own timeoutSeconds (the API server then applies failurePolicy Fail: the eviction waits).
 """
 
 from __future__ import annotations
 
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from webhook.kube.eviction import call_json, pod_path
+from webhook.kube import rest
 from webhook.policy.eviction_rules import PodLookupError
 
 LOOKUP_TIMEOUT = 3.0
@@ -29,13 +27,17 @@ class ClusterPodNodes:
 
     def node_of(self, namespace: str, name: str) -> str | None:
         try:
-            pod = call_json(self._api, "GET", pod_path(namespace, name), timeout=self._timeout)
-        except ApiException as err:
+            pod = rest.call_json(self._api, "GET", rest.pod_path(namespace, name), timeout=self._timeout)
+        except rest.ApiError as err:
             if err.status == 404:
                 return None
-            raise PodLookupError(f"reading pod {namespace}/{name}: HTTP {err.status} {err.reason}") from None
-        except (HTTPError, OSError) as err:
-            raise PodLookupError(f"reading pod {namespace}/{name}: {type(err).__name__}") from None
+            raise PodLookupError(
+                f"reading pod {namespace}/{name}: HTTP {err.status} {err.http_reason}"
+            ) from None
+        except rest.Unreachable as err:
+            raise PodLookupError(f"reading pod {namespace}/{name}: {err.kind}") from None
+        except rest.NotJSON as err:
+            raise PodLookupError(f"reading pod {namespace}/{name}: {err}") from None
         spec = pod.get("spec") if isinstance(pod, dict) else None
         node = spec.get("nodeName") if isinstance(spec, dict) else None
         return node if isinstance(node, str) else ""

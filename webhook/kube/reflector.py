@@ -29,19 +29,16 @@ certificates and CA in its connection pool); only paths and error summaries are 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, Protocol
-from urllib.parse import urlencode
 
 import kubernetes.client
-import urllib3
+import orjson
 
-from webhook.kube import metrics
+from webhook.kube import metrics, rest
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +46,11 @@ log = logging.getLogger(__name__)
 class ObjectStore(Protocol):
     """What a reflector feeds."""
 
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         """Swap the whole content for a LIST result, atomically."""
         ...
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event: "ADDED" | "MODIFIED" | "DELETED"."""
         ...
 
@@ -67,14 +64,6 @@ class _Gone(Exception):
 
 class _Stopped(Exception):
     """stop() was called."""
-
-
-class ApiStatusError(Exception):
-    """A non-200 answer from the API server (message from its Status object)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
 
 
 class Reflector:
@@ -115,7 +104,7 @@ class Reflector:
         self._synced = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._response: urllib3.BaseHTTPResponse | None = None
+        self._response: rest.Stream | None = None
         self._failures = 0
         self._events_since_list = 0
 
@@ -205,16 +194,16 @@ class Reflector:
         asked = self._list_version()
         try:
             response = self._request({**self._selectors, "resourceVersion": asked}, self.read_timeout)
-        except (_Gone, ApiStatusError) as err:
+        except (_Gone, rest.ApiError) as err:
             # 410, or 504 "Too large resource version": the watch cache cannot serve this version
             if asked and (isinstance(err, _Gone) or err.status == 504):
                 self._list_consistent = True
             raise
         try:
-            body = json.loads(response.read())
+            body = response.read_json()
         finally:
             self._response = None
-            response.release_conn()
+            response.release()
         if not isinstance(body, dict) or not isinstance(body.get("items"), list):
             raise ValueError("LIST answer has no items list")
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
@@ -247,12 +236,12 @@ class Reflector:
         response = self._request(query, timeout + self.read_timeout)
         self._activity()
         try:
-            for line in _lines(response):
+            for line in response.lines():
                 if self._stopping.is_set():
                     raise _Stopped
                 self._handle(line)
                 self._failures = 0
-        except urllib3.exceptions.ReadTimeoutError:
+        except rest.ReadTimeout:
             if self._stopping.is_set():
                 raise _Stopped from None
             # Silent past the server's own timeout: a half-open connection. Re-watch at once; if the server
@@ -265,14 +254,14 @@ class Reflector:
             return
         finally:
             self._response = None
-            response.release_conn()
+            response.release()
         if self._stopping.is_set():
             raise _Stopped
         self._failures = 0  # the watch ran: the next failure starts from the initial delay
         self._activity()  # the server ended the watch cleanly (timeoutSeconds): we were current until now
 
     def _handle(self, line: bytes) -> None:
-        event = json.loads(line)
+        event = orjson.loads(line)
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
@@ -282,7 +271,9 @@ class Reflector:
             code = obj.get("code")
             if code == 410:
                 raise _Gone
-            raise ApiStatusError(int(code or 0), str(obj.get("message") or "watch ERROR event"))
+            raise rest.ApiError(
+                int(code or 0), str(obj.get("reason") or ""), str(obj.get("message") or "watch ERROR event")
+            )
         if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
             raise ValueError(f"unknown watch event type {kind!r}")
         self._events_since_list += 1
@@ -295,81 +286,42 @@ class Reflector:
         self._activity()
 
     # -- HTTP -----------------------------------------------------------------------------------------
-    def _request(self, query: dict[str, str], read_timeout: float) -> urllib3.BaseHTTPResponse:
-        """GET path?query on the client's pool (its TLS and certificates), auth from its Configuration."""
+    def _request(self, query: dict[str, str], read_timeout: float) -> rest.Stream:
+        """GET path?query as a stream (webhook.kube.rest), kept where stop() can shut it down."""
         if self._stopping.is_set():
             raise _Stopped
-        config = self._client.configuration
-        headers = {"Accept": "application/json", **self._client.default_headers}
-        token = config.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:
-            headers["Authorization"] = token
-        elif config.username or config.password:
-            headers.update(urllib3.make_headers(basic_auth=f"{config.username}:{config.password}"))
-        url = f"{config.host}{self.path}?{urlencode(query)}"
-        response = self._client.rest_client.pool_manager.request(
-            "GET",
-            url,
-            headers=headers,
-            preload_content=False,
-            retries=False,
-            timeout=urllib3.Timeout(connect=self.connect_timeout, read=read_timeout),
-        )
-        if response.status == 200:
-            self._response = response
-            if self._stopping.is_set():  # stop() ran while we connected and saw no response to shut down
-                response.release_conn()
-                raise _Stopped
-            return response
         try:
-            raw = response.read()
-        finally:
-            response.release_conn()
-        message = _status_message(raw)
-        if response.status == 410:
-            raise _Gone
-        raise ApiStatusError(response.status, message)
-
-
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """JSON lines of a watch stream (an event may span chunks, a chunk may hold several events)."""
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
-
-
-def _status_message(raw: bytes) -> str:
-    try:
-        body: Any = json.loads(raw)
-    except ValueError:
-        return raw[:200].decode("utf-8", "replace").strip() or "(empty body)"
-    if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])
-    return "(no message)"
+            response = rest.stream(
+                self._client,
+                self.path,
+                query,
+                connect_timeout=self.connect_timeout,
+                read_timeout=read_timeout,
+            )
+        except rest.ApiError as err:
+            if err.status == 410:
+                raise _Gone from None
+            raise
+        self._response = response
+        if self._stopping.is_set():  # stop() ran while we connected and saw no response to shut down
+            response.release()
+            raise _Stopped
+        return response
 
 
 def _summary(err: Exception) -> str:
     """One line, no request headers: urllib3 errors can be long and nested."""
-    if isinstance(err, urllib3.exceptions.ReadTimeoutError):
+    if isinstance(err, rest.ReadTimeout):
         return "read timed out"
-    if isinstance(err, urllib3.exceptions.ProtocolError):
+    if isinstance(err, rest.Unreachable) and err.kind == "ProtocolError":
         return "connection broken"
     text = str(err).splitlines()[0] if str(err) else ""
     return f"{type(err).__name__}: {text}"[:300]
 
 
-def _shutdown(response: urllib3.BaseHTTPResponse) -> None:
-    """Unblock a reader on another thread (urllib3 >= 2.3 has shutdown(); close() is the fallback)."""
+def _shutdown(response: rest.Stream) -> None:
+    """Unblock a reader on another thread."""
     try:
-        if hasattr(response, "shutdown"):
-            response.shutdown()
-        else:
-            response.close()
+        response.shutdown()
     except Exception:  # best effort: the thread is a daemon and also bounded by its read timeout
         log.debug("could not shut down the watch response", exc_info=True)

@@ -1,16 +1,15 @@
 """Run-time certificate rotation: the CA in a Secret, the serving certificate in the cert dir, the caBundle
 of the webhook configurations. One `Rotator.reconcile()` is one pass of reads and the writes they call for;
-`webhook.policy.rotation` decides which.
+`webhook.kube.renewal` decides which.
 
 Every replica runs the same loop; nothing is elected. Replicas racing each other are kept apart by the API
 server: the Secret is created once (409: another replica's CA is read and used) and updated with its
 resourceVersion (409: read again), the configurations are patched with a resourceVersion test and carry
 the Secret generation they were written from, so a replica with an older view never undoes a newer one.
 
-The Secret holds `ca.crt`/`ca.key` (the signing CA), `next-ca.crt`/`next-ca.key` while a successor waits to
-be trusted everywhere, and `ca-bundle.crt`, the PEM that every webhook entry's caBundle must carry. The
-serving key never leaves the pod: each replica issues its own certificate into its cert dir, where the
-server picks it up without a restart (webhook.server.tlscontext).
+What the Secret and the configurations hold, and how they read as decision inputs, is
+webhook.kube.ca_secret. The serving key never leaves the pod: each replica issues its own certificate into
+its cert dir, where the server picks it up without a restart (webhook.server.tlscontext).
 """
 
 from __future__ import annotations
@@ -21,23 +20,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from webhook.files import tls
-from webhook.kube.eviction import call_json
-from webhook.policy.rotation import (
+from webhook.kube import rest
+from webhook.kube.ca_secret import GENERATION, ConfigView, RotationSettings, SecretView, cert_info
+from webhook.kube.renewal import (
     CAState,
-    Cert,
-    Published,
     ServingCert,
     Step,
     advance,
@@ -46,37 +39,21 @@ from webhook.policy.rotation import (
     needs_patch,
     serving_renewal,
 )
+from webhook.kube.rest import call_json
 
 log = logging.getLogger(__name__)
 
-CA_CERT, CA_KEY = "ca.crt", "ca.key"
-NEXT_CERT, NEXT_KEY = "next-ca.crt", "next-ca.key"
-BUNDLE = "ca-bundle.crt"
-GENERATION = "priority-webhook.io/ca-generation"
-# Set on the Secret (any value) to have a new CA made now, with the same overlap as a scheduled one.
-RENEW = "priority-webhook.io/renew-ca"
 CONFIG_KINDS = {
-    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": rest.collection(
+        rest.ADMISSIONREGISTRATION_V1, "mutatingwebhookconfigurations"
+    ),
+    "ValidatingWebhookConfiguration": rest.collection(
+        rest.ADMISSIONREGISTRATION_V1, "validatingwebhookconfigurations"
+    ),
 }
 # Steps one pass may apply to the Secret (CREATE, then nothing; or SYNC_TRUST then ADD_NEXT): a bound, so
 # a pass always ends.
 MAX_STEPS = 4
-
-
-@dataclass(frozen=True)
-class RotationSettings:
-    namespace: str
-    secret: str
-    configuration: str | None  # the name of both webhook configurations; None: none to keep current
-    service: str
-    cert_dir: Path
-    ca_lifetime: datetime.timedelta
-    cert_lifetime: datetime.timedelta
-
-    @property
-    def names(self) -> list[str]:
-        return tls.service_names(self.service, self.namespace)
 
 
 @dataclass
@@ -86,125 +63,6 @@ class PassResult:
     ready: bool
     configurations_found: int
     actions: list[str] = field(default_factory=list)
-
-
-def cert_info(cert: x509.Certificate) -> Cert:
-    """Our certificates start CLOCK_SKEW before they were made (see webhook.files.tls): their life counts
-    from the moment they were made."""
-    return Cert(
-        fingerprint=cert.fingerprint(hashes.SHA256()).hex(),
-        issued_at=cert.not_valid_before_utc + tls.CLOCK_SKEW,
-        not_after=cert.not_valid_after_utc,
-    )
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _key_pair(cert_pem: bytes, key_pem: bytes) -> tls.KeyPair:
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    key = serialization.load_pem_private_key(key_pem, password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError("not an EC private key")
-    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
-        raise ValueError("the key does not match the certificate")
-    return tls.KeyPair(cert, key)
-
-
-@dataclass
-class SecretView:
-    """The CA Secret as read: the decision state, the material behind it, and what an update needs."""
-
-    state: CAState | None
-    keys: dict[str, tls.KeyPair]  # fingerprint -> CA with its key (the signing and next CAs)
-    certs: dict[str, x509.Certificate]  # fingerprint -> every CA named in the state
-    obj: dict[str, Any] | None  # the Secret as the API returned it (None: absent)
-
-    @property
-    def generation(self) -> int:
-        """The generation annotation, even of a Secret whose data is unusable (0 when there is none)."""
-        if self.obj is None:
-            return 0
-        value = (self.obj["metadata"].get("annotations") or {}).get(GENERATION, "")
-        return int(value) if value.isdigit() else 0
-
-    @classmethod
-    def parse(cls, obj: dict[str, Any] | None) -> SecretView:
-        if obj is None:
-            return cls(None, {}, {}, None)
-        try:
-            data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
-            current = _key_pair(data[CA_CERT], data[CA_KEY])
-            upcoming = _key_pair(data[NEXT_CERT], data[NEXT_KEY]) if NEXT_CERT in data else None
-            bundle = x509.load_pem_x509_certificates(data[BUNDLE]) if data.get(BUNDLE) else []
-            annotations = obj["metadata"].get("annotations") or {}
-            generation = int(annotations.get(GENERATION, "0"))
-        except (KeyError, ValueError, TypeError) as err:
-            log.warning("CA Secret unusable (%s): a new CA replaces it", type(err).__name__)
-            return cls(None, {}, {}, obj)
-        keys = {cert_info(pair.cert).fingerprint: pair for pair in (current, upcoming) if pair is not None}
-        certs = {cert_info(c).fingerprint: c for c in bundle} | {fp: p.cert for fp, p in keys.items()}
-        state = CAState(
-            current=cert_info(current.cert),
-            next=cert_info(upcoming.cert) if upcoming is not None else None,
-            trusted=tuple(cert_info(c) for c in bundle),
-            generation=generation,
-            renew_requested=RENEW in annotations,
-        )
-        return cls(state, keys, certs, obj)
-
-    def bundle_pem(self, state: CAState) -> bytes:
-        return b"".join(_pem(self.certs[ca.fingerprint]) for ca in state.trusted)
-
-    def body(self, settings: RotationSettings, state: CAState) -> dict[str, Any]:
-        """The Secret holding `state`: what was read, with its data and generation replaced."""
-        if self.obj is not None:
-            obj = {key: value for key, value in self.obj.items() if key not in ("data", "stringData")}
-            metadata = dict(obj["metadata"])
-        else:
-            obj = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
-            metadata = {
-                "name": settings.secret,
-                "namespace": settings.namespace,
-                "labels": {
-                    "app.kubernetes.io/part-of": "priority-webhook",
-                    "app.kubernetes.io/component": "webhook",
-                    "app.kubernetes.io/managed-by": "priority-webhook",
-                },
-            }
-        annotations = {**(metadata.get("annotations") or {}), GENERATION: str(state.generation)}
-        if not state.renew_requested:
-            annotations.pop(RENEW, None)
-        metadata["annotations"] = annotations
-        obj["metadata"] = metadata
-        current = self.keys[state.current.fingerprint]
-        data = {CA_CERT: current.cert_pem(), CA_KEY: current.key_pem(), BUNDLE: self.bundle_pem(state)}
-        if state.next is not None:
-            upcoming = self.keys[state.next.fingerprint]
-            data |= {NEXT_CERT: upcoming.cert_pem(), NEXT_KEY: upcoming.key_pem()}
-        obj["data"] = {key: base64.b64encode(value).decode() for key, value in data.items()}
-        return obj
-
-
-@dataclass
-class ConfigView:
-    kind: str
-    obj: dict[str, Any]
-
-    @property
-    def published(self) -> Published:
-        bundles = []
-        for hook in self.obj.get("webhooks") or []:
-            encoded = (hook.get("clientConfig") or {}).get("caBundle") or ""
-            try:
-                found = x509.load_pem_x509_certificates(base64.b64decode(encoded))
-            except ValueError:
-                found = []
-            bundles.append(tuple(cert_info(cert).fingerprint for cert in found))
-        annotation = (self.obj["metadata"].get("annotations") or {}).get(GENERATION)
-        generation = int(annotation) if annotation and annotation.isdigit() else None
-        return Published(tuple(bundles), generation)
 
 
 class Conflict(Exception):
@@ -222,13 +80,13 @@ class Rotator:
 
     # -- the CA Secret ----------------------------------------------------------------------------------
     def _secret_path(self, name: str | None = None) -> str:
-        path = f"/api/v1/namespaces/{self.settings.namespace}/secrets"
-        return f"{path}/{name}" if name else path
+        path = rest.collection(rest.CORE_V1, "secrets", self.settings.namespace)
+        return rest.named(path, name) if name else path
 
     def read_secret(self) -> SecretView:
         try:
             return SecretView.parse(call_json(self.api, "GET", self._secret_path(self.settings.secret)))
-        except ApiException as err:
+        except rest.ApiError as err:
             if err.status == 404:
                 return SecretView.parse(None)
             raise
@@ -240,7 +98,7 @@ class Rotator:
                 call_json(self.api, "POST", self._secret_path(), body)
             else:
                 call_json(self.api, "PUT", self._secret_path(self.settings.secret), body)
-        except ApiException as err:
+        except rest.ApiError as err:
             if err.status == 409:  # created or changed by another replica first: use theirs
                 raise Conflict from None
             raise
@@ -283,8 +141,8 @@ class Rotator:
         found = []
         for kind, path in CONFIG_KINDS.items():
             try:
-                found.append(ConfigView(kind, call_json(self.api, "GET", f"{path}/{name}")))
-            except ApiException as err:
+                found.append(ConfigView(kind, call_json(self.api, "GET", rest.named(path, name))))
+            except rest.ApiError as err:
                 if err.status != 404:
                     raise
         return found
@@ -311,10 +169,10 @@ class Rotator:
             ops.append(
                 {"op": "add", "path": "/metadata/annotations", "value": {GENERATION: str(state.generation)}}
             )
-        path = f"{CONFIG_KINDS[config.kind]}/{metadata['name']}"
+        path = rest.named(CONFIG_KINDS[config.kind], metadata["name"])
         try:
             config.obj = call_json(self.api, "PATCH", path, ops, content_type="application/json-patch+json")
-        except ApiException as err:
+        except rest.ApiError as err:
             # 409 or 422 (the resourceVersion test failed): changed since it was read; the next pass sees it.
             if err.status in (409, 422):
                 return False
@@ -394,10 +252,10 @@ class Rotator:
         """One pass; API and connection errors are logged in one line (the next pass retries)."""
         try:
             result = self.reconcile()
-        except ApiException as err:
-            log.warning("certificate rotation: HTTP %s %s", err.status, err.reason)
+        except rest.ApiError as err:
+            log.warning("certificate rotation: HTTP %s %s", err.status, err.http_reason)
             return None
-        except (HTTPError, OSError) as err:
+        except rest.Unreachable as err:
             log.warning("certificate rotation: %s", " ".join(str(err).split())[:300])
             return None
         except Exception as err:
@@ -452,10 +310,10 @@ class _Waker:
     def __init__(self, wake: threading.Event) -> None:
         self.wake = wake
 
-    def replace(self, objects: list[dict], resource_version: str) -> None:
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
         self.wake.set()
 
-    def apply(self, event_type: str, obj: dict) -> None:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         self.wake.set()
 
 

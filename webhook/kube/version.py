@@ -6,10 +6,8 @@ kube-scheduler is released with the API server; the planner follows the server's
 from __future__ import annotations
 
 import kubernetes.client
-import urllib3
-from kubernetes.client.exceptions import ApiException
 
-from webhook.kube.eviction import call_json
+from webhook.kube import rest
 
 READ_TIMEOUT = 30.0
 
@@ -18,8 +16,8 @@ def server_version(client: kubernetes.client.ApiClient) -> str | None:
     """`gitVersion` (`v1.33.3`), or None when the server does not say (callers then use the current
     version); an unreachable server fails later, on the first real read, with its own message."""
     try:
-        info = call_json(client, "GET", "/version", timeout=READ_TIMEOUT)
-    except (ApiException, urllib3.exceptions.HTTPError, OSError):
+        info = rest.call_json(client, "GET", "/version", timeout=READ_TIMEOUT)
+    except rest.RestError:
         return None
     version = info.get("gitVersion") if isinstance(info, dict) else None
     return version if isinstance(version, str) else None

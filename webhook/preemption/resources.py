@@ -7,15 +7,14 @@ only at the end, as Kubernetes sums `Quantity` values exactly and then rounds `M
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Any
 
 from webhook.k8s import InvalidObject as InvalidObject  # raised by every reader of objects here
+from webhook.kubernetes_quantity import parse_quantity as _k8s_parse_quantity  # the client's, loaded alone
 from webhook.preemption.semantics import CURRENT, Semantics
 
 CPU = "cpu"
@@ -31,30 +30,6 @@ MILLI_IN_NANO = 10**6
 # <signedNumber><suffix> of apimachinery's resource.Quantity grammar; Python's Decimal alone would also
 # take "NaN", "1_000" or surrounding blanks, which the API server refuses.
 _QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
-
-
-def _client_parse_quantity() -> Callable[[str], Decimal]:
-    """`kubernetes.utils.parse_quantity`, without running `kubernetes/__init__.py`.
-
-    The package's `__init__` loads the whole API client (~0.4 s, most of a command's start-up), and the
-    quantity module needs only `decimal`; so the module is loaded from its file alone, unless the package
-    is already loaded anyway."""
-    loaded = sys.modules.get("kubernetes.utils")
-    if loaded is not None:
-        return loaded.parse_quantity  # type: ignore[no-any-return]
-    package = importlib.util.find_spec("kubernetes")  # finds the package without importing it
-    if package is None or not package.submodule_search_locations:
-        raise ImportError("the kubernetes package is not installed")
-    path = f"{package.submodule_search_locations[0]}/utils/quantity.py"
-    spec = importlib.util.spec_from_file_location("webhook.preemption._kubernetes_quantity", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path}: not loadable")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.parse_quantity  # type: ignore[no-any-return]
-
-
-_k8s_parse_quantity = _client_parse_quantity()
 
 SHOWN_CHARS = 60  # an error echoes at most this much of a bad value, so it stays one readable line
 

@@ -2,5 +2,6 @@
 
 Pure decisions live in `lifecycle` (pod states), `trigger` (which rejections to act on), `record` (the
 durable preemption state on the rejected pod), `ratelimit` and `decide` (view in, actions out). `agent` is
-the thin loop that keeps the node view and carries the actions out; `metrics` and `observe` export them.
+the loop that keeps the node view and asks `decide`; `execute` carries the actions out through the API;
+`memory` holds the hints remembered between passes; `metrics` and `observe` export them.
 """

@@ -7,7 +7,8 @@ requested. The sidecar only sees the API object, so it derives the same states f
 * desired: bound to the node, not deleted, no container running yet (phase Pending or unset); it holds its
   requests, because the kubelet counts every admitted pod whether or not its containers have started.
 * active: running (phase Running or Unknown), not deleted.
-* terminating: deletionTimestamp set, or a terminal phase with a container still running.
+* terminating: deletionTimestamp set (`is_terminating`, the same predicate the kubelet's admission uses),
+  or a terminal phase with a container still running.
 * terminated: a terminal phase (Succeeded / Failed) with no container running; holds nothing.
 
 A pod removed from the API holds nothing either (it is simply absent from the view).
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.k8s import TERMINAL_PHASES
-from webhook.preemption.pods import is_mirror_pod, is_static_pod
+from webhook.preemption.pods import is_mirror_pod, is_static_pod, is_terminating
 
 DESIRED = "desired"
 ACTIVE = "active"
@@ -41,10 +42,6 @@ def has_running_containers(pod: Mapping[str, Any]) -> bool:
     return any(isinstance((s.get("state") or {}).get("running"), Mapping) for s in _statuses(pod))
 
 
-def is_deleting(pod: Mapping[str, Any]) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
 def phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
@@ -54,7 +51,7 @@ def lifecycle_state(pod: Mapping[str, Any]) -> str:
     running = has_running_containers(pod)
     if phase(pod) in TERMINAL_PHASES:
         return TERMINATING if running else TERMINATED
-    if is_deleting(pod):
+    if is_terminating(pod):
         return TERMINATING
     if phase(pod) == "Pending" and not running:
         return DESIRED

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.preemption.pods import priority_of
-from webhook.sidecar.lifecycle import is_deleting, is_static, phase
+from webhook.preemption.pods import is_terminating, priority_of
+from webhook.sidecar.lifecycle import is_static, phase
 
 OUT_OF_PREFIX = "OutOf"
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
@@ -49,7 +49,7 @@ def rejection(pod: Mapping[str, Any], node_name: str, critical_priority: int) ->
     """
     if (pod.get("spec") or {}).get("nodeName") != node_name:
         return None
-    if phase(pod) != "Failed" or is_deleting(pod) or is_static(pod):
+    if phase(pod) != "Failed" or is_terminating(pod) or is_static(pod):
         return None
     reason = str((pod.get("status") or {}).get("reason") or "")
     if not is_resource_rejection(reason):

@@ -12,7 +12,7 @@ Each connection is of one kind and is reopened as soon as the server drops it:
 - half a second request: one whole review on the connection, answered, then half of a second one.
 The first connections start spread over `spread` seconds, as independent attackers would.
 
-Run directly (`python -m tests.support.hostile HOST PORT CA_FILE PER_KIND`) it prints the number of
+Run directly (`python -m testkit.hostile HOST PORT CA_FILE PER_KIND`) it prints the number of
 connections held, as a JSON line every half second, until its standard input closes.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("silent tcp", "silent tls", "dripped headers", "half a second request")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def mutate_request(uid: str) -> bytes:
@@ -271,7 +271,7 @@ def hostile_clients(
     cmd = [
         sys.executable,
         "-m",
-        "tests.support.hostile",
+        "testkit.hostile",
         host,
         str(port),
         str(ca_file),

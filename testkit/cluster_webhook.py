@@ -35,10 +35,10 @@ from typing import Any
 import helm_python as helm
 import requests
 
-from tests.chart.rendering import CHART, render
-from tests.support.envtest import ControlPlane
-from tests.support.server import REPO, WebhookServer, webhook_server
-from tests.support.wait import wait_for
+from testkit.chart_rendering import CHART, render
+from testkit.envtest import ControlPlane
+from testkit.server import REPO, WebhookServer, webhook_server
+from testkit.wait import wait_for
 from webhook.files import tls
 
 RELEASE = "pw"

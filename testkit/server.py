@@ -23,10 +23,10 @@ from typing import Any
 
 import requests
 
-from tests.support.wait import wait_for
+from testkit.wait import wait_for
 from webhook.files import tls
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CLASSES = REPO / "examples" / "priorityclasses.yaml"
 
 

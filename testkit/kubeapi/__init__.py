@@ -1,6 +1,6 @@
 """A Kubernetes API server for tests: in-process, real HTTP on 127.0.0.1, real chunked watch streams.
 
-    from tests.kubeapi import KubeAPIServer
+    from testkit.kubeapi import KubeAPIServer
 
     with KubeAPIServer() as api:                       # starts on a free port; stops on exit
         client = api.api_client()                      # a real kubernetes.client.ApiClient
@@ -12,7 +12,7 @@ What it serves, for every registered resource (priorityclasses, pods, nodes, nam
 groups, poddisruptionbudgets; `register_resource(ResourceType(...))` adds more), cluster-scoped or
 namespaced: LIST (with `metadata.resourceVersion`, `fieldSelector`, `labelSelector`), GET, POST, PUT
 (optimistic concurrency on `metadata.resourceVersion`), PATCH (merge, strategic-merge treated as merge,
-json-patch), DELETE (see `tests.kubeapi.storage` for grace-period semantics) and WATCH (`?watch=1`: chunked
+json-patch), DELETE (see `testkit.kubeapi.storage` for grace-period semantics) and WATCH (`?watch=1`: chunked
 JSON lines from `resourceVersion`, `allowWatchBookmarks` → a BOOKMARK every `bookmark_interval` seconds,
 `timeoutSeconds`, selectors applied to events the way the API server's cacher does: an object entering
 the selector is ADDED, one leaving it is DELETED). A watch from a compacted resourceVersion gets an ERROR
@@ -45,9 +45,9 @@ parsed JSON body) and returns `(status, json_body)`; the in-process helpers and 
 give it the objects.
 """
 
-from tests.kubeapi.resources import DEFAULT_RESOURCES, ResourceType
-from tests.kubeapi.server import KubeAPIServer, Request, RequestRecord, SubresourceHandler
-from tests.kubeapi.storage import ApiError
+from testkit.kubeapi.resources import DEFAULT_RESOURCES, ResourceType
+from testkit.kubeapi.server import KubeAPIServer, Request, RequestRecord, SubresourceHandler
+from testkit.kubeapi.storage import ApiError
 
 __all__ = [
     "DEFAULT_RESOURCES",

@@ -42,7 +42,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.support.wait import wait_for
+from testkit.wait import wait_for
 from webhook.files import tls
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"

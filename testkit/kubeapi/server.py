@@ -25,10 +25,10 @@ import jsonpatch
 import kubernetes.client
 import yaml
 
-from tests.kubeapi.certs import ApiCertificates, write_api_certificates
-from tests.kubeapi.resources import DEFAULT_RESOURCES, SYSTEM_PRIORITY_CLASSES, ResourceType
-from tests.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
-from tests.kubeapi.storage import ApiError, Storage, StoredEvent
+from testkit.kubeapi.certs import ApiCertificates, write_api_certificates
+from testkit.kubeapi.resources import DEFAULT_RESOURCES, SYSTEM_PRIORITY_CLASSES, ResourceType
+from testkit.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
+from testkit.kubeapi.storage import ApiError, Storage, StoredEvent
 
 
 @dataclass

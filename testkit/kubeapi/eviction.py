@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.kubeapi import ApiError, KubeAPIServer, Request
+from testkit.kubeapi import ApiError, KubeAPIServer, Request
 from webhook.preemption.cluster.pdb import InvalidPdb, parse_selector
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.envtest import ControlPlane, Process, _die_with_parent, free_ports
-from tests.support.wait import wait_for
+from testkit.envtest import ControlPlane, Process, _die_with_parent, free_ports
+from testkit.wait import wait_for
 
 KUBEMARK = "kubemark"
 # What the hollow node registers (kubemark's fake cadvisor): the tests size their pods against it.

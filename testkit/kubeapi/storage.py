@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tests.kubeapi.resources import ResourceType
+from testkit.kubeapi.resources import ResourceType
 
 Key = tuple[str, str, str, str]  # (group, plural, namespace, name)
 

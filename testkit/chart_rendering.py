@@ -10,7 +10,7 @@ from typing import Any
 import helm_python as helm
 import yaml
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "priority-webhook"
+CHART = Path(__file__).resolve().parents[1] / "charts" / "priority-webhook"
 RELEASE = "pw"
 NAMESPACE = "priority-system"
 FULLNAME = "pw-priority-webhook"

@@ -1,0 +1,149 @@
+"""The REST layer against the test API server: quoted paths, JSON in and out, typed errors, streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from testkit.kubeapi import KubeAPIServer
+from webhook.kube import rest
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "want"),
+    [
+        (rest.collection(rest.CORE_V1, "pods"), "/api/v1/pods"),
+        (rest.collection(rest.CORE_V1, "pods", "ns"), "/api/v1/namespaces/ns/pods"),
+        (rest.pod_path("ns", "web"), "/api/v1/namespaces/ns/pods/web"),
+        (rest.pod_path("ns", "web", "eviction"), "/api/v1/namespaces/ns/pods/web/eviction"),
+        (rest.pod_path("a/b", "c?d"), "/api/v1/namespaces/a%2Fb/pods/c%3Fd"),
+        (rest.pod_path("ns", ".."), "/api/v1/namespaces/ns/pods/.."),
+        (
+            rest.named(rest.collection(rest.SCHEDULING_V1, "priorityclasses"), "high #1"),
+            "/apis/scheduling.k8s.io/v1/priorityclasses/high%20%231",
+        ),
+    ],
+)
+def test_paths_quote_every_name(path: str, want: str) -> None:
+    assert path == want
+
+
+def test_json_in_and_out(api: KubeAPIServer) -> None:
+    client = api.api_client()
+    created = rest.call_json(client, "POST", rest.collection(rest.CORE_V1, "pods", "ns"), pod("web"))
+    assert created["metadata"]["uid"]
+    read = rest.call_json(client, "GET", rest.pod_path("ns", "web"))
+    assert read["metadata"]["uid"] == created["metadata"]["uid"]
+    listed = rest.call_json(
+        client, "GET", rest.collection(rest.CORE_V1, "pods"), query={"fieldSelector": "metadata.name=web"}
+    )
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["web"]
+    assert api.requests[-1].query == {"fieldSelector": "metadata.name=web"}
+
+
+def test_a_name_never_becomes_path_syntax(api: KubeAPIServer) -> None:
+    api.create("pods", pod("web"), namespace="ns")
+    with pytest.raises(rest.ApiError) as caught:
+        rest.call_json(api.api_client(), "GET", rest.pod_path("ns", "web/status"))
+    assert caught.value.status == 404
+    assert api.requests[-1].path == "/api/v1/namespaces/ns/pods/web%2Fstatus"
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "http_reason"),
+    [
+        (403, "InternalError", "Forbidden"),  # the test server's injected faults say InternalError
+        (429, "TooManyRequests", "Too Many Requests"),
+        (410, "Expired", "Gone"),
+        (503, "InternalError", "Service Unavailable"),
+    ],
+)
+def test_a_refusal_is_an_api_error_with_the_status_fields(
+    api: KubeAPIServer, status: int, reason: str, http_reason: str
+) -> None:
+    api.fail_next(1, status)
+    with pytest.raises(rest.ApiError) as caught:
+        rest.call_json(api.api_client(), "GET", rest.collection(rest.CORE_V1, "pods"))
+    err = caught.value
+    assert (err.status, err.reason, err.http_reason) == (status, reason, http_reason)
+    assert err.message == f"injected fault: HTTP {status}"
+    assert str(err) == f"HTTP {status}: injected fault: HTTP {status}"
+
+
+def test_missing_object_is_not_found(api: KubeAPIServer) -> None:
+    with pytest.raises(rest.ApiError) as caught:
+        rest.call_json(api.api_client(), "GET", rest.pod_path("ns", "nobody"))
+    assert (caught.value.status, caught.value.reason) == (404, "NotFound")
+    assert caught.value.summary == 'pods "nobody" not found'
+
+
+@pytest.mark.parametrize(
+    ("status", "raw", "reason", "message"),
+    [
+        (500, b"", "InternalError", ""),
+        (418, b"", "HTTP418", ""),
+        (502, b"<html>bad gateway</html>", "InternalError", "<html>bad gateway</html>"),
+        (409, b'{"kind":"Status","reason":"AlreadyExists","message":"x"}', "AlreadyExists", "x"),
+    ],
+)
+def test_answers_without_a_status_still_give_a_reason(
+    status: int, raw: bytes, reason: str, message: str
+) -> None:
+    err = rest.ApiError.from_answer(status, "Reason Phrase", raw)
+    assert (err.reason, err.message) == (reason, message)
+    assert err.summary == (message or "Reason Phrase")
+
+
+def test_no_server_is_unreachable(api: KubeAPIServer) -> None:
+    client = api.api_client()
+    client.configuration.host = "http://127.0.0.1:9"  # discard port: connection refused
+    client.rest_client.pool_manager.clear()
+    with pytest.raises(rest.Unreachable) as caught:
+        rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"), timeout=2)
+    assert caught.value.kind and not isinstance(caught.value, rest.ReadTimeout)
+    with pytest.raises(rest.Unreachable):
+        rest.stream(client, "/api/v1/pods", {}, connect_timeout=2, read_timeout=2)
+
+
+def test_a_silent_server_is_a_read_timeout_on_a_stream(api: KubeAPIServer) -> None:
+    with api.stalled(), pytest.raises(rest.ReadTimeout):
+        rest.stream(api.api_client(), "/api/v1/pods", {}, connect_timeout=2, read_timeout=0.3)
+
+
+def test_a_stream_gives_the_watch_events_line_by_line(api: KubeAPIServer) -> None:
+    client = api.api_client()
+    listed = rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"))
+    version = listed["metadata"]["resourceVersion"]
+    api.create("pods", pod("one"), namespace="ns")
+    api.create("pods", pod("two"), namespace="ns")
+    watch = rest.stream(
+        client,
+        rest.collection(rest.CORE_V1, "pods"),
+        {"watch": "1", "resourceVersion": version, "timeoutSeconds": "1"},
+        connect_timeout=2,
+        read_timeout=5,
+    )
+    try:
+        events = [orjson.loads(line) for line in watch.lines()]
+    finally:
+        watch.release()
+    added = [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"]
+    assert added == ["one", "two"]
+
+
+def test_a_refused_stream_is_an_api_error(api: KubeAPIServer) -> None:
+    api.fail_next(1, 410)
+    with pytest.raises(rest.ApiError) as caught:
+        rest.stream(api.api_client(), "/api/v1/pods", {"watch": "1"}, connect_timeout=2, read_timeout=2)
+    assert (caught.value.status, caught.value.reason) == (410, "Expired")

@@ -1,0 +1,247 @@
+"""The project's one way to talk to the API server: JSON in and out, quoted paths, typed errors.
+
+Every request goes through the official client's `ApiClient`: its Configuration (host, bearer token with
+its refresh hook, client certificates, CA, proxies) builds the URL and headers, its connection pool sends
+them. Bodies and answers stay plain JSON (dicts and lists, decoded with orjson): the client's model classes
+cost more than the work done with them (importing CoreV1Api alone takes seconds).
+
+Errors come in three kinds, all `RestError`:
+
+- `ApiError`: the server answered with a non-2xx status; its Status object's reason and message are kept.
+- `Unreachable`: no answer (connection refused or reset, TLS refused, a timeout); `ReadTimeout` when the
+  server went silent mid-answer.
+- `NotJSON`: a 2xx answer that is not JSON.
+
+`stream` opens an answer to be read as it comes (a watch), with the same URL, headers and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+DEFAULT_TIMEOUT = 10.0
+Timeout = float | tuple[float, float]  # total, or (connect, read), in seconds
+
+CORE_V1 = "/api/v1"
+ADMISSIONREGISTRATION_V1 = "/apis/admissionregistration.k8s.io/v1"
+POLICY_V1 = "/apis/policy/v1"
+SCHEDULING_V1 = "/apis/scheduling.k8s.io/v1"
+
+
+# -- paths --------------------------------------------------------------------------------------------------
+def collection(api: str, plural: str, namespace: str | None = None) -> str:
+    """`/api/v1/namespaces/<namespace>/pods`, or the cluster-wide `/api/v1/pods` without a namespace."""
+    if namespace is None:
+        return f"{api}/{plural}"
+    return f"{api}/namespaces/{quote(namespace, safe='')}/{plural}"
+
+
+def named(collection_path: str, name: str, subresource: str | None = None) -> str:
+    """One object of a collection (its name quoted: a name never reaches the URL as path syntax)."""
+    path = f"{collection_path}/{quote(name, safe='')}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
+    return named(collection(CORE_V1, "pods", namespace), name, subresource)
+
+
+# -- errors -------------------------------------------------------------------------------------------------
+class RestError(Exception):
+    """A request that did not give a usable answer."""
+
+
+class ApiError(RestError):
+    """A non-2xx answer. `reason` is the Status reason (`NotFound`, `TooManyRequests`; when the answer has
+    none, `InternalError` for 5xx and `HTTP<status>` otherwise), `message` the Status message (or the start
+    of a body that is not a Status), `http_reason` the HTTP reason phrase."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "", http_reason: str = "") -> None:
+        self.status = status
+        self.reason = reason or ("InternalError" if status >= 500 else f"HTTP{status}")
+        self.message = message
+        self.http_reason = http_reason
+        super().__init__(f"HTTP {status}: {self.summary}")
+
+    @property
+    def summary(self) -> str:
+        """The first line of the Status message, else the HTTP reason phrase."""
+        text = self.message or self.http_reason
+        return text.splitlines()[0] if text else ""
+
+    @classmethod
+    def from_answer(cls, status: int, http_reason: str, raw: bytes) -> ApiError:
+        reason = message = ""
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            message = raw[:200].decode("utf-8", "replace").strip()
+        else:
+            if isinstance(body, dict):
+                reason = str(body.get("reason") or "")
+                message = str(body.get("message") or "")
+        return cls(status, reason, message, http_reason)
+
+
+class Unreachable(RestError):
+    """No answer. `kind` names what failed underneath (`MaxRetryError`, `SSLError`, ...)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message or kind)
+        self.kind = kind
+
+    @classmethod
+    def of(cls, err: Exception) -> Unreachable:
+        kind = ReadTimeout if isinstance(err, urllib3.exceptions.ReadTimeoutError) else cls
+        return kind(str(err), type(err).__name__)
+
+
+class ReadTimeout(Unreachable):
+    """The server stopped sending before the answer was complete, for longer than the read timeout."""
+
+
+class NotJSON(RestError):
+    """A 2xx answer whose body is not JSON."""
+
+
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+# -- requests -----------------------------------------------------------------------------------------------
+def _serialize(
+    client: ApiClient,
+    method: str,
+    path: str,
+    query: Mapping[str, str] | None,
+    content_type: str | None,
+    body: Any,
+) -> tuple[str, str, dict[str, str], Any]:
+    """Method, URL, headers (with the Configuration's credentials) and body, as the client builds them."""
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    method_, url, headers_, body_, _ = client.param_serialize(
+        method,
+        path,
+        query_params=list((query or {}).items()) or None,
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    config = client.configuration
+    if not any(key.lower() == "authorization" for key in headers_) and (config.username or config.password):
+        headers_.update(urllib3.make_headers(basic_auth=f"{config.username}:{config.password}"))
+    return method_, url, headers_, body_
+
+
+def call_json(
+    client: ApiClient,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    query: Mapping[str, str] | None = None,
+    content_type: str = "application/json",
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Any:
+    """One request with a JSON body (None: no body); the decoded JSON answer (None when empty)."""
+    method_, url, headers, body_ = _serialize(client, method, path, query, content_type, body)
+    try:
+        response = client.call_api(method_, url, headers, body_, None, _request_timeout=timeout)
+        raw = response.read()
+    except ApiException as err:  # the client's own wrapping of a TLS failure (status 0)
+        raise Unreachable(" ".join(str(err.reason).split()), "SSLError") from None
+    except TRANSPORT_ERRORS as err:
+        raise Unreachable.of(err) from None
+    if not 200 <= response.status <= 299:
+        raise ApiError.from_answer(response.status, str(response.reason or ""), raw or b"")
+    if not raw:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise NotJSON(f"the answer is not JSON: {err}") from None
+
+
+class Stream:
+    """An answer read as it arrives (a watch's events, or a long list), on a connection of the pool."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    def read_json(self) -> Any:
+        """The whole answer, decoded."""
+        try:
+            raw = self._response.read()
+        except TRANSPORT_ERRORS as err:
+            raise Unreachable.of(err) from None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            raise NotJSON(f"the answer is not JSON: {err}") from None
+
+    def lines(self) -> Iterator[bytes]:
+        """Non-empty lines (a watch's JSON events: one may span chunks, a chunk may hold several)."""
+        buffer = b""
+        try:
+            for chunk in self._response.stream(amt=None, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield line
+        except TRANSPORT_ERRORS as err:
+            raise Unreachable.of(err) from None
+        if buffer.strip():
+            yield buffer
+
+    def release(self) -> None:
+        """Give the connection back to the pool (or drop it, if the answer was not read to its end)."""
+        self._response.release_conn()
+
+    def shutdown(self) -> None:
+        """Unblock a reader on another thread (urllib3 >= 2.3 has shutdown(); close() is the fallback)."""
+        if hasattr(self._response, "shutdown"):
+            self._response.shutdown()
+        else:
+            self._response.close()
+
+
+def stream(
+    client: ApiClient,
+    path: str,
+    query: Mapping[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+) -> Stream:
+    """GET path?query, its answer left unread for the caller. Not retried by the pool: the caller (a
+    reflector) has its own backoff. A non-200 answer is read, released and raised as ApiError."""
+    _, url, headers, _ = _serialize(client, "GET", path, query, None, None)
+    try:
+        response = client.rest_client.pool_manager.request(
+            "GET",
+            url,
+            headers=headers,
+            preload_content=False,
+            retries=False,
+            timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+        )
+    except TRANSPORT_ERRORS as err:
+        raise Unreachable.of(err) from None
+    if response.status == 200:
+        return Stream(response)
+    try:
+        raw = response.read()
+    except TRANSPORT_ERRORS as err:
+        raise Unreachable.of(err) from None
+    finally:
+        response.release_conn()
+    raise ApiError.from_answer(response.status, str(response.reason or ""), raw)
