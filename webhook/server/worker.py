@@ -34,6 +34,7 @@ from gunicorn.workers.base import Worker
 
 from webhook.server.http1 import Answer, Connection, Phase, call_wsgi
 from webhook.server.limits import Limits
+from webhook.server.tlsproto import accept_tls
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
@@ -155,12 +156,8 @@ class AsyncWorker(Worker):
         try:
             if self.cfg.is_ssl:
                 context: ssl.SSLContext = self.cfg.ssl_context(self.cfg, None)
-                await self.loop.connect_accepted_socket(
-                    lambda: connection,
-                    sock,
-                    ssl=context,
-                    ssl_handshake_timeout=self.limits.request_timeout,
-                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT,
+                await accept_tls(
+                    self.loop, sock, connection, context, self.limits.request_timeout, TLS_SHUTDOWN_TIMEOUT
                 )
             else:
                 await self.loop.connect_accepted_socket(lambda: connection, sock)
@@ -169,6 +166,7 @@ class AsyncWorker(Worker):
             if connection.phase is Phase.HANDSHAKE:
                 self.closed_by_server("handshake")
                 connection.phase = Phase.CLOSED
+            connection.handshake = None
             self.forget(connection)
             sock.close()
 
