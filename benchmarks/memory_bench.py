@@ -13,7 +13,10 @@ its workers is read from /proc. Loads:
   a request line, holding them 3 s and closing them (reset), then again;
 - soak: the hostile mix of benchmarks/soak_real.py without a cluster: 16 silent TCP and 16 TLS connections
   dripping a request header a byte every 5 s, each reopened when the server drops it, beside 2 kept-alive
-  and 2 fresh-connection review clients, one review each every 0.05 s.
+  and 2 fresh-connection review clients, one review each every 0.05 s;
+- held: `--held` hostile connections held open at once (a quarter of each kind of tests/support/hostile.py:
+  silent TCP, silent after the handshake, headers dripped, half of a second request), each reopened when
+  the server drops it: what the workers' `--max-connections` (1,000 each) lets a client make them hold.
 
 Printed per load: the resting RSS (before the load), the series, max / resting, last / resting, and the
 least-squares slope of the samples after `--warmup` seconds (MiB per minute, and as a share of the mean
@@ -39,14 +42,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.hostile import mutate_request, raise_open_files_limit  # noqa: E402
+from tests.support.hostile import hostile_clients, mutate_request, raise_open_files_limit  # noqa: E402
 from tests.support.server import free_port  # noqa: E402
 from tests.support.wait import wait_for  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 HOST = "127.0.0.1"
 MAX_CONNECTIONS_PER_LOOP = 1_000_000  # a count bound beside the time bound of every loop
-LOADS = ("keepalive", "fresh", "churn", "soak")
+LOADS = ("keepalive", "fresh", "churn", "soak", "held")
 
 
 def rss_mib(master: int) -> tuple[float, list[float]]:
@@ -222,11 +225,19 @@ async def hostile_keep(server: Server, kind: str, until: float, counts: dict[str
             writer.transport.abort()
 
 
-async def run_load(server: Server, load: str, seconds: float) -> dict[str, int]:
+async def run_load(server: Server, load: str, seconds: float, held: int) -> dict[str, int]:
     until = time.monotonic() + seconds
     counts = {"connections": 0}
     many = 10**9
-    if load == "keepalive":
+    if load == "held":
+        with hostile_clients(
+            HOST, server.port, server.cert_dir / tls.CA_CERT, held // 4, spread=10
+        ) as hostile:
+            await asyncio.sleep(seconds)  # the load runs in its own process for the duration
+            counts["connections"] = int(hostile.state["opened"])
+            counts["held_at_end"] = hostile.held
+        done: list[int] = []
+    elif load == "keepalive":
         done = await asyncio.gather(*[review(server, fresh=False, count=many, until=until) for _ in range(4)])
     elif load == "fresh":
         done = await asyncio.gather(*[review(server, fresh=True, count=many, until=until) for _ in range(4)])
@@ -262,12 +273,12 @@ async def sample(
 
 
 async def measure(
-    server: Server, load: str, seconds: float, interval: float
+    server: Server, load: str, seconds: float, interval: float, held: int
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     series: list[dict[str, Any]] = []
     t0 = time.monotonic()
     sampler = asyncio.ensure_future(sample(server, t0 + seconds, interval, series, t0))
-    counts = await run_load(server, load, seconds)
+    counts = await run_load(server, load, seconds, held)
     await sampler
     return series, counts
 
@@ -303,6 +314,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds left out of the slope")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--held", type=int, default=2000, help="connections the `held` load holds")
     parser.add_argument("--server-repo", type=Path, default=REPO, help="checkout the server runs from")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -318,7 +330,7 @@ def main() -> int:
             try:
                 time.sleep(2)  # let the workers settle after their first review before the resting sample
                 rest = rss_mib(server.process.pid)[0]
-                series, counts = asyncio.run(measure(server, load, args.duration, args.interval))
+                series, counts = asyncio.run(measure(server, load, args.duration, args.interval, args.held))
             finally:
                 server.stop()
             result = summary(load, rest, series, counts, args.warmup)

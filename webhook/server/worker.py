@@ -9,8 +9,9 @@ the kubernetes client's threads and still read in the request's greenlet without
 
 Here the loop does the TLS handshake (bounded), reads and parses each request whole (h11, under one
 deadline, webhook.server.http1), and only then hands it to a pool thread that runs the same WSGI app.
-A connection waiting for its client costs a few kilobytes and no thread; a worker holds at most
-`max_connections` of them and closes the oldest one not being answered to make room for a new one.
+A connection waiting for its client costs no thread and about 38 KiB (mostly OpenSSL's state; the read
+buffers are one per process: webhook.server.tlsproto); a worker holds at most `max_connections` of them
+and closes the oldest one not being answered to make room for a new one.
 
 gunicorn's master is kept as it is: it binds, forks, replaces dead workers, relays SIGTERM (graceful:
 stop accepting, close idle connections, let requests in progress finish for `graceful_timeout`), and
