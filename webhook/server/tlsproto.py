@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import traceback
 from asyncio import sslproto
 from typing import Any
 
@@ -65,9 +64,10 @@ async def accept_tls(
     """`loop.connect_accepted_socket(..., ssl=context)` with the shared-buffer protocol: returns once the
     handshake is done (`protocol.connection_made` has run), raises what ended it otherwise.
 
-    A failed handshake's exception is left without frame locals: its traceback's frames hold the waiter
-    future that holds the exception, and the protocols, in a reference cycle that only the cyclic garbage
-    collector would free (with every buffer the connection had).
+    A failed handshake's exception must not find the waiter future in this frame: its traceback holds the
+    frame, the waiter holds the exception, and that cycle (with the protocols and every buffer of the
+    connection) would wait for the cyclic garbage collector. asyncio's own connect_accepted_socket(ssl=...)
+    has that cycle.
     """
     waiter = loop.create_future()
     tls = SharedBufferSSLProtocol(
@@ -87,9 +87,8 @@ async def accept_tls(
     transport, _ = await loop.connect_accepted_socket(factory, sock)
     try:
         await waiter
-    except BaseException as err:
+    except BaseException:
         transport.close()
-        traceback.clear_frames(err.__traceback__)
         raise
     finally:
         del waiter, tls, factory
