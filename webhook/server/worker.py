@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import os
 import signal
 import socket
 import ssl
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,6 +40,8 @@ from webhook.server.limits import Limits
 from webhook.server.tlsproto import accept_tls
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
+# How often, at most, freed heap memory is handed back to the system after connections have closed.
+TRIM_INTERVAL = 10.0
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
 # accept() errors that mean "out of a resource for now": wait a little instead of spinning.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -56,6 +60,7 @@ class AsyncWorker(Worker):
         self.draining = False
         self.access_log = bool(self.cfg.accesslog)
         self.closed_counts: dict[str, int] = {}
+        self.closed_since_trim = 0
         try:
             asyncio.run(self._serve())
         finally:
@@ -68,6 +73,7 @@ class AsyncWorker(Worker):
 
     def forget(self, connection: Connection) -> None:
         self.connections.pop(connection, None)
+        self.closed_since_trim += 1
         if self.draining and not self.connections:
             self.all_closed.set()
 
@@ -113,6 +119,8 @@ class AsyncWorker(Worker):
         self.stop.set()
 
     async def _heartbeat(self) -> None:
+        trim = _malloc_trim()
+        next_trim = self.loop.time() + TRIM_INTERVAL
         while True:
             self.notify()
             if self.ppid != os.getppid():
@@ -121,6 +129,10 @@ class AsyncWorker(Worker):
             if self._metrics is not None:
                 self._metrics(len(self.connections), self.closed_counts)
                 self.closed_counts = {}
+            if trim is not None and self.closed_since_trim and self.loop.time() >= next_trim:
+                trim()
+                self.closed_since_trim = 0
+                next_trim = self.loop.time() + TRIM_INTERVAL
             await asyncio.sleep(HEARTBEAT)
 
     async def _accept(self, listener: socket.socket) -> None:
@@ -170,6 +182,23 @@ class AsyncWorker(Worker):
             connection.handshake = None
             self.forget(connection)
             sock.close()
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's malloc_trim(0), or None under another C library.
+
+    Thousands of connections opened and closed leave glibc's heap with free pages between live blocks
+    (OpenSSL's per-connection state is freed in whatever order the clients left); glibc gives back only the
+    top of its heap by itself. Measured with 2,000 connections held and reopened, then closed: 81-89 MiB per
+    worker with 9 MiB in use, 49 MiB after a trim. A trim takes 1-10 ms on a heap of 100 MiB.
+    """
+    try:
+        function = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_size_t]
+    function.restype = ctypes.c_int
+    return lambda: function(0)
 
 
 def _connection_metrics() -> Any:
