@@ -66,11 +66,11 @@ class WebhookServer:
         return self.process.returncode
 
 
-def serve_command(port: int, cert_dir: Path, args: Sequence[str]) -> list[str]:
+def serve_command(port: int, cert_dir: Path, args: Sequence[str], module: str = "webhook") -> list[str]:
     return [
         sys.executable,
         "-m",
-        "webhook",
+        module,
         "serve",
         "--bind",
         f"127.0.0.1:{port}",
@@ -88,10 +88,12 @@ def webhook_server(
     cert_dir: Path | None = None,
     startup_timeout: float = 60.0,
     port: int | None = None,
+    module: str = "webhook",
 ) -> Iterator[WebhookServer]:
     """Start the server with `args` (default: the example classes) and stop it on exit.
 
-    `port` serves on a given port (to bring a stopped server back where its clients expect it).
+    `port` serves on a given port (to bring a stopped server back where its clients expect it); `module`
+    is the one `python -m` runs (testkit.memprobe: the same CLI with workers that report their memory).
     """
     if cert_dir is None:
         cert_dir = tmp_path / "certs"
@@ -103,7 +105,11 @@ def webhook_server(
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_file, "ab") as log:  # a restart on the same port appends
         process = subprocess.Popen(
-            serve_command(port, cert_dir, args), cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT
+            serve_command(port, cert_dir, args, module),
+            cwd=REPO,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     session = requests.Session()
     # Loopback with our CA only: no proxy, and no REQUESTS_CA_BUNDLE overriding `verify` (requests lets

@@ -54,6 +54,10 @@ class Phase(enum.Enum):
 # client has read it.
 LINGER_SECONDS = 2.0
 READ_BUFFER = 64 * 1024
+# One read buffer for every connection of this process: the worker's event loop thread is its only user, and
+# buffer_updated() copies the bytes out before the next read. A buffer per connection was 64 KiB for each
+# connection held, silent ones included.
+_READ_VIEW = memoryview(bytearray(READ_BUFFER))
 
 
 class Owner(Protocol):
@@ -86,7 +90,6 @@ class Connection(asyncio.BufferedProtocol):
         self.received = False  # any byte of the current request
         self.write_paused = False
         self.after_write: Callable[[], None] | None = None
-        self.buffer = memoryview(bytearray(READ_BUFFER))
 
     # -- asyncio callbacks ---------------------------------------------------------------------------------
 
@@ -95,13 +98,13 @@ class Connection(asyncio.BufferedProtocol):
         self.handshake = None
         self._read_next(first=True)
 
-    # A buffered protocol: asyncio's TLS reads decrypted bytes straight into this buffer. As a plain Protocol
-    # each read would allocate (and mostly free again) a 256 KiB bytes object.
+    # A buffered protocol: asyncio's TLS reads decrypted bytes straight into the shared buffer. As a plain
+    # Protocol each read would allocate (and mostly free again) a 256 KiB bytes object.
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.buffer
+        return _READ_VIEW
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(self.buffer[:nbytes]))
+        self.data_received(bytes(_READ_VIEW[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         if self.phase in (Phase.CLOSED, Phase.LINGER):
@@ -130,6 +133,13 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
         self.phase = Phase.CLOSED
+        # The transport refers back to this protocol (asyncio's TLS layer keeps its bound methods): dropping
+        # it here frees the connection, its TLS state and its buffers at once, by reference counting, instead
+        # of whenever the cyclic garbage collector next runs a full collection.
+        self.transport = None
+        self.handshake = None
+        self.after_write = None
+        self.request, self.body = None, []
         self.owner.forget(self)
 
     def pause_writing(self) -> None:

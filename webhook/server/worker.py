@@ -9,8 +9,9 @@ the kubernetes client's threads and still read in the request's greenlet without
 
 Here the loop does the TLS handshake (bounded), reads and parses each request whole (h11, under one
 deadline, webhook.server.http1), and only then hands it to a pool thread that runs the same WSGI app.
-A connection waiting for its client costs a few kilobytes and no thread; a worker holds at most
-`max_connections` of them and closes the oldest one not being answered to make room for a new one.
+A connection waiting for its client costs no thread and about 38 KiB (mostly OpenSSL's state; the read
+buffers are one per process: webhook.server.tlsproto); a worker holds at most `max_connections` of them
+and closes the oldest one not being answered to make room for a new one.
 
 gunicorn's master is kept as it is: it binds, forks, replaces dead workers, relays SIGTERM (graceful:
 stop accepting, close idle connections, let requests in progress finish for `graceful_timeout`), and
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import os
 import signal
 import socket
 import ssl
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,8 +37,11 @@ from gunicorn.workers.base import Worker
 
 from webhook.server.http1 import Answer, Connection, Phase, call_wsgi
 from webhook.server.limits import Limits
+from webhook.server.tlsproto import accept_tls
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
+# How often, at most, freed heap memory is handed back to the system after connections have closed.
+TRIM_INTERVAL = 10.0
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
 # accept() errors that mean "out of a resource for now": wait a little instead of spinning.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -54,6 +60,7 @@ class AsyncWorker(Worker):
         self.draining = False
         self.access_log = bool(self.cfg.accesslog)
         self.closed_counts: dict[str, int] = {}
+        self.closed_since_trim = 0
         try:
             asyncio.run(self._serve())
         finally:
@@ -66,6 +73,7 @@ class AsyncWorker(Worker):
 
     def forget(self, connection: Connection) -> None:
         self.connections.pop(connection, None)
+        self.closed_since_trim += 1
         if self.draining and not self.connections:
             self.all_closed.set()
 
@@ -111,6 +119,8 @@ class AsyncWorker(Worker):
         self.stop.set()
 
     async def _heartbeat(self) -> None:
+        trim = _malloc_trim()
+        next_trim = self.loop.time() + TRIM_INTERVAL
         while True:
             self.notify()
             if self.ppid != os.getppid():
@@ -119,6 +129,10 @@ class AsyncWorker(Worker):
             if self._metrics is not None:
                 self._metrics(len(self.connections), self.closed_counts)
                 self.closed_counts = {}
+            if trim is not None and self.closed_since_trim and self.loop.time() >= next_trim:
+                trim()
+                self.closed_since_trim = 0
+                next_trim = self.loop.time() + TRIM_INTERVAL
             await asyncio.sleep(HEARTBEAT)
 
     async def _accept(self, listener: socket.socket) -> None:
@@ -155,12 +169,8 @@ class AsyncWorker(Worker):
         try:
             if self.cfg.is_ssl:
                 context: ssl.SSLContext = self.cfg.ssl_context(self.cfg, None)
-                await self.loop.connect_accepted_socket(
-                    lambda: connection,
-                    sock,
-                    ssl=context,
-                    ssl_handshake_timeout=self.limits.request_timeout,
-                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT,
+                await accept_tls(
+                    self.loop, sock, connection, context, self.limits.request_timeout, TLS_SHUTDOWN_TIMEOUT
                 )
             else:
                 await self.loop.connect_accepted_socket(lambda: connection, sock)
@@ -169,8 +179,26 @@ class AsyncWorker(Worker):
             if connection.phase is Phase.HANDSHAKE:
                 self.closed_by_server("handshake")
                 connection.phase = Phase.CLOSED
+            connection.handshake = None
             self.forget(connection)
             sock.close()
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's malloc_trim(0), or None under another C library.
+
+    Thousands of connections opened and closed leave glibc's heap with free pages between live blocks
+    (OpenSSL's per-connection state is freed in whatever order the clients left); glibc gives back only the
+    top of its heap by itself. Measured with 2,000 connections held and reopened, then closed: 81-89 MiB per
+    worker with 9 MiB in use, 49 MiB after a trim. A trim takes 1-10 ms on a heap of 100 MiB.
+    """
+    try:
+        function = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_size_t]
+    function.restype = ctypes.c_int
+    return lambda: function(0)
 
 
 def _connection_metrics() -> Any:
