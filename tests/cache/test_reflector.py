@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,9 +20,10 @@ from prometheus_client import REGISTRY
 from testkit.kubeapi import KubeAPIServer, RequestRecord
 from testkit.wait import wait_for
 from tests.cache.conftest import FAST, pc
+from webhook.kube import rest
 from webhook.kube.cache import ObjectCache
 from webhook.kube.config import api_client
-from webhook.kube.reflector import Reflector
+from webhook.kube.reflector import Reflector, retry_cap
 
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PODS = "/api/v1/pods"
@@ -460,3 +462,64 @@ def test_after_an_hour_of_quiet_every_worker_sees_a_change_within_a_second(bookm
         finally:
             for store in stores:
                 store.stop()
+
+
+# -- how long it waits before retrying, by what went wrong -----------------------------------------------------
+DELAY = re.compile(r"retrying in (\d+\.\d+)s")
+
+
+def logged_delays(caplog: pytest.LogCaptureFixture, reflector: Reflector) -> list[float]:
+    return [
+        float(found.group(1))
+        for record in caplog.records
+        if record.getMessage().startswith(f"{reflector.name}:")
+        and (found := DELAY.search(record.getMessage()))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("err", "cap"),
+    [
+        (rest.Unreachable("connection refused", "NewConnectionError"), 1.0),
+        (rest.ReadTimeout("read timed out", "ReadTimeoutError"), 1.0),
+        (rest.ApiError(500, message="etcdserver: request timed out"), 1.0),
+        (rest.ApiError(503, message="not ready"), 1.0),
+        (rest.ApiError(429, "TooManyRequests"), 30.0),
+        (rest.ApiError(403, "Forbidden"), 30.0),
+        (rest.NotJSON("bad JSON"), 30.0),
+        (ValueError("an ERROR event"), 30.0),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
+)
+def test_the_retry_cap_is_short_only_while_the_api_server_is_down(err: Exception, cap: float) -> None:
+    assert retry_cap(err, backoff_max=30.0, reconnect_max=1.0) == cap
+    assert retry_cap(err, backoff_max=0.5, reconnect_max=1.0) == 0.5  # never above backoff_max
+
+
+def test_while_the_api_server_fails_the_retries_stay_under_the_reconnect_cap(
+    api: KubeAPIServer, reflect, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deleted class must not outlive the API server's return by a long backoff: with 500s the waits stay
+    at `reconnect_max`, however many failures; the change made meanwhile arrives once it answers."""
+    caplog.set_level(logging.WARNING, logger="webhook.kube.reflector")
+    reflector, cache = reflect(backoff_initial=0.05, backoff_max=30.0, reconnect_max=0.2)
+    assert reflector.wait_synced(5)
+    wait_for(lambda: api.open_watches == 1)
+    with api.failing(500):
+        api.drop_watches()
+        api.delete("priorityclasses", "system-node-critical")
+        wait_for(lambda: len(logged_delays(caplog, reflector)) >= 8, timeout=20)
+    delays = logged_delays(caplog, reflector)
+    assert max(delays) <= 0.2, delays
+    converge(cache, api)
+
+
+def test_a_refusing_api_server_gets_the_full_exponential_backoff(
+    api: KubeAPIServer, reflect, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="webhook.kube.reflector")
+    with api.failing(429):
+        reflector, _ = reflect(backoff_initial=0.05, backoff_max=30.0, reconnect_max=0.2)
+        wait_for(lambda: len(logged_delays(caplog, reflector)) >= 5, timeout=20)
+    delays = logged_delays(caplog, reflector)
+    assert 0.4 <= delays[4] <= 0.8, delays  # the fifth step, 0.05 * 2**4 with jitter: past the reconnect cap

@@ -17,7 +17,11 @@ resourceVersion to the store, then WATCH from that version with bookmarks and ap
 - `410 Gone` (HTTP 410 or an ERROR event with code 410: the version was compacted away) re-LISTs and
   replaces the store in one step, so no deleted object lingers and none is missed.
 - Anything else (connection refused or dropped, read timeout, 5xx, an ERROR event, bad JSON) retries the
-  same step after a jittered exponential backoff, capped at `backoff_max`.
+  same step after a jittered exponential backoff, capped at `backoff_max`; while the API server is down
+  (no answer, or a 5xx) the cap is `reconnect_max` (1 s): the cache may be missing a change made while
+  it was down, and a retry then costs the server nothing it cannot refuse, so the window in which a
+  deleted class is still used after the API server answers again is at most about a second, not a
+  30-second backoff (429 and other refusals keep the full backoff).
 - A client-side read timeout bounds how long a silent, half-open connection can hold the cache: on a
   watch it is the watch's own `timeoutSeconds` plus `read_timeout`, so it never cuts a healthy watch, even
   on a quiet cluster whose API server sends no bookmark; a watch it cuts is re-opened at once (the
@@ -81,6 +85,7 @@ class Reflector:
         timeout_seconds: int = 300,
         backoff_initial: float = 0.2,
         backoff_max: float = 30.0,
+        reconnect_max: float = 1.0,
         read_timeout: float = 75.0,
         connect_timeout: float = 10.0,
         list_from_watch_cache: bool = False,
@@ -91,6 +96,7 @@ class Reflector:
         self.timeout_seconds = timeout_seconds
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        self.reconnect_max = reconnect_max
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.list_from_watch_cache = list_from_watch_cache
@@ -161,7 +167,7 @@ class Reflector:
     def _retry(self, err: Exception, step: str) -> None:
         if self._stopping.is_set():
             return
-        delay = self._next_backoff()
+        delay = self._next_backoff(retry_cap(err, self.backoff_max, self.reconnect_max))
         log.warning(
             "%s: %s %s failed (%s); retrying in %.2fs", self.name, step, self.path, _summary(err), delay
         )
@@ -169,9 +175,11 @@ class Reflector:
         metrics.RECONNECTS.labels(self.name).inc()
         self._stopping.wait(delay)
 
-    def _next_backoff(self) -> float:
-        """Full-range jitter over an exponential step: spreads the workers' reconnects, never above max."""
-        step = min(self.backoff_max, self.backoff_initial * (2 ** min(self._failures, 30)))
+    def _next_backoff(self, cap: float | None = None) -> float:
+        """Full-range jitter over an exponential step: spreads the workers' reconnects, never above `cap`
+        (`backoff_max` by default)."""
+        limit = self.backoff_max if cap is None else cap
+        step = min(limit, self.backoff_initial * (2 ** min(self._failures, 30)))
         self._failures += 1
         return random.uniform(step / 2, step)
 
@@ -325,3 +333,11 @@ def _shutdown(response: rest.Stream) -> None:
         response.shutdown()
     except Exception:  # best effort: the thread is a daemon and also bounded by its read timeout
         log.debug("could not shut down the watch response", exc_info=True)
+
+
+def retry_cap(err: Exception, backoff_max: float, reconnect_max: float) -> float:
+    """The longest wait before retrying after `err`: short while the API server is down or failing (no
+    answer, or a 5xx), since what it missed meanwhile must reach the cache as soon as it answers again;
+    the full backoff where it answered with a refusal (429 and other 4xx)."""
+    down = isinstance(err, rest.Unreachable) or (isinstance(err, rest.ApiError) and err.status >= 500)
+    return min(backoff_max, reconnect_max) if down else backoff_max
