@@ -45,6 +45,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ from testkit.cluster_webhook import (  # noqa: E402
 )
 from testkit.envtest import ControlPlane  # noqa: E402
 from testkit.reviews import review  # noqa: E402
-from testkit.server import WebhookServer, free_port, webhook_server  # noqa: E402
+from testkit.server import WebhookServer, free_port, running_server, webhook_server  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
@@ -185,49 +186,21 @@ def patch_for_the_apiservers_pod(server: WebhookServer) -> str:
     return str(answer.get("patch", ""))
 
 
-@contextmanager
-def floor_server(binary: Path, cert_dir: Path, workdir: Path, patch: str) -> Iterator[WebhookServer]:
+def floor_server(binary: Path, cert_dir: Path, workdir: Path, patch: str) -> ContextManager[WebhookServer]:
     """The Go floor on a free loopback port, with our serving certificate, until the block ends."""
     port = free_port()
-    log_file = workdir / "floor.log"
-    with open(log_file, "ab") as log:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                "-bind",
-                f"127.0.0.1:{port}",
-                "-cert",
-                str(cert_dir / tls.TLS_CERT),
-                "-key",
-                str(cert_dir / tls.TLS_KEY),
-                "-patch",
-                patch,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    session = requests.Session()
-    session.trust_env = False
-    session.verify = str(cert_dir / tls.CA_CERT)
-    url = f"https://127.0.0.1:{port}"
-    server = WebhookServer(
-        url, "127.0.0.1", port, cert_dir / tls.CA_CERT, cert_dir, process, session, log_file
-    )
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"the floor webhook exited with {process.returncode}:\n{server.log()}")
-        try:
-            return session.get(url + "/healthz", timeout=2).status_code == 200
-        except (requests.ConnectionError, requests.Timeout):
-            return False
-
-    try:
-        wait_for(healthy, timeout=30, interval=0.05, what=f"{url}/healthz (floor)")
-        yield server
-    finally:
-        session.close()
-        server.terminate()
+    command = [
+        str(binary),
+        "-bind",
+        f"127.0.0.1:{port}",
+        "-cert",
+        str(cert_dir / tls.TLS_CERT),
+        "-key",
+        str(cert_dir / tls.TLS_KEY),
+        "-patch",
+        patch,
+    ]
+    return running_server(command, port, cert_dir, workdir / "floor.log", startup_timeout=30)
 
 
 def reviews_answered(server: WebhookServer) -> tuple[float, float]:

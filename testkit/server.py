@@ -101,13 +101,35 @@ def webhook_server(
     if not args:
         args = ("--classes", str(EXAMPLE_CLASSES))
     port = port or free_port()
-    log_file = tmp_path / f"server-{port}.log"
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with running_server(
+        serve_command(port, cert_dir, args, module),
+        port,
+        cert_dir,
+        tmp_path / f"server-{port}.log",
+        env=full_env,
+        startup_timeout=startup_timeout,
+    ) as server:
+        yield server
+
+
+@contextmanager
+def running_server(
+    command: Sequence[str],
+    port: int,
+    cert_dir: Path,
+    log_file: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    startup_timeout: float = 60.0,
+) -> Iterator[WebhookServer]:
+    """Run `command` (a server of ours, or the benchmarks' Go floor) serving HTTPS on `port` with the
+    certificates in `cert_dir`; yielded once `/healthz` answers, terminated when the block ends."""
     with open(log_file, "ab") as log:  # a restart on the same port appends
         process = subprocess.Popen(
-            serve_command(port, cert_dir, args, module),
+            list(command),
             cwd=REPO,
-            env=full_env,
+            env=dict(env) if env is not None else None,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
