@@ -41,32 +41,27 @@ def _meta_ok(meta: Any) -> bool:
 
 
 def pod_ok(pod: dict[str, Any]) -> bool:
-    if not _meta_ok(pod.get("metadata", ABSENT)):
-        return False
-    spec = pod.get("spec")
-    if spec is None:
-        return True
-    if type(spec) is not dict:
-        return False
-    priority = spec.get("priority")
-    return (
-        (priority is None or _int32(priority))
-        and optional(spec.get("priorityClassName", ABSENT), str)
-        and optional(spec.get("preemptionPolicy", ABSENT), str)
-    )
+    return _priority_fields_ok(pod, ("priorityClassName", "preemptionPolicy"))
 
 
 def pod_group_ok(group: dict[str, Any]) -> bool:
     """A PodGroup: the two priority fields of its spec (a pod's, without preemptionPolicy)."""
-    if not _meta_ok(group.get("metadata", ABSENT)):
+    return _priority_fields_ok(group, ("priorityClassName",))
+
+
+def _priority_fields_ok(obj: dict[str, Any], strings: tuple[str, ...]) -> bool:
+    """Metadata we read, and a spec (if any) whose `priority` is an int32 and whose `strings` are strings."""
+    if not _meta_ok(obj.get("metadata", ABSENT)):
         return False
-    spec = group.get("spec")
+    spec = obj.get("spec")
     if spec is None:
         return True
     if type(spec) is not dict:
         return False
     priority = spec.get("priority")
-    return (priority is None or _int32(priority)) and optional(spec.get("priorityClassName", ABSENT), str)
+    return (priority is None or _int32(priority)) and all(
+        optional(spec.get(key, ABSENT), str) for key in strings
+    )
 
 
 def priority_class_ok(pc: dict[str, Any]) -> bool:
