@@ -31,8 +31,9 @@ from testkit.kubeapi import KubeAPIServer
 from testkit.kubeapi.eviction import install
 from webhook.kube import eviction
 from webhook.preemption.node.admission import admit_to_node
+from webhook.sidecar.actions import Hints, Settings
 from webhook.sidecar.agent import Sidecar
-from webhook.sidecar.decide import Hints, Settings, decide
+from webhook.sidecar.decide import decide
 from webhook.sidecar.lifecycle import state_counts
 
 

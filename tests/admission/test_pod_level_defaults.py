@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from webhook.objects.defaults import default_pod
-from webhook.preemption.resources import parse_quantity
+from webhook.preemption.quantities import parse_quantity
 
 
 def c(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:

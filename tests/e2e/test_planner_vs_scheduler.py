@@ -57,7 +57,7 @@ from testkit.server import REPO
 from testkit.wait import wait_for
 from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
-from webhook.preemption.resources import parse_quantity
+from webhook.preemption.quantities import parse_quantity
 
 SEEDS = (2, 4, 5, 6)  # chosen for variety: several victims, a PDB violation, close candidates
 CLASSES = {"pvs-low": 10, "pvs-mid": 100, "pvs-high": 1000, "pvs-preemptor": 5000, "pvs-top": 9000}

@@ -40,8 +40,8 @@ from tests.e2e.conftest import _require_assets, _track
 from tests.e2e.kubelet import FakeKubelet, pod
 from webhook.kube.config import api_client
 from webhook.sidecar import record as rec
+from webhook.sidecar.actions import Settings
 from webhook.sidecar.agent import Sidecar
-from webhook.sidecar.decide import Settings
 
 NAMESPACE = "rbac-system"
 CRITICAL = 1000000

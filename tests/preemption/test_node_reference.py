@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from webhook.preemption.containers import SCHEDULER, SPEC
 from webhook.preemption.node.victim_search import (
     Candidate,
     NoVictims,
@@ -26,8 +27,6 @@ from webhook.preemption.node.victim_search import (
 from webhook.preemption.pods import preemptable
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
 from webhook.preemption.resources import (
-    SCHEDULER,
-    SPEC,
     _checked_request_views,
     _scheduler_view,
     request_views,

@@ -6,12 +6,11 @@ from typing import Any
 
 import pytest
 
+from webhook.preemption.quantities import InvalidQuantity, parse_quantity
 from webhook.preemption.resources import (
     InvalidObject,
-    InvalidQuantity,
     add,
     node_allocatable,
-    parse_quantity,
     pod_requests,
     scheduler_pod_requests,
     subtract,

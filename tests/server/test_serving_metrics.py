@@ -95,8 +95,8 @@ def test_sidecar_metrics_carry_no_node_names_and_start_at_zero() -> None:
     from prometheus_client import REGISTRY
 
     from webhook.sidecar import metrics as sidecar_metrics
+    from webhook.sidecar.actions import Settings
     from webhook.sidecar.agent import Sidecar
-    from webhook.sidecar.decide import Settings
 
     agent = Sidecar(None, Settings(node_name="node-a.example.internal"))  # type: ignore[arg-type]
     assert [r.name for r in agent.reflectors] == ["node", "pods"]

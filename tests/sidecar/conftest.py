@@ -13,8 +13,8 @@ from prometheus_client import REGISTRY
 from testkit.kubeapi import KubeAPIServer
 from testkit.kubeapi.eviction import EvictionRecorder, install
 from tests.sidecar.fixtures import NODE, node
+from webhook.sidecar.actions import Settings
 from webhook.sidecar.agent import Sidecar
-from webhook.sidecar.decide import Settings
 
 
 @dataclass

@@ -255,8 +255,8 @@ def test_pod_state_metric(cluster, sidecar):
 
 def test_record_written_on_a_stale_view_is_refused(cluster, sidecar):
     """The record write carries a resourceVersion test: a pod changed since the view is not written."""
+    from webhook.sidecar.actions import Settings
     from webhook.sidecar.agent import Sidecar
-    from webhook.sidecar.decide import Settings
 
     crit = cluster.add(rejected("crit"))
     agent = Sidecar(cluster.api.api_client(), Settings(node_name="node-a"))

@@ -10,7 +10,7 @@ import pytest
 
 from tests.sidecar.fixtures import KUBELET_VERSIONS, node, pod, preempted, rejected
 from webhook.sidecar import record as rec
-from webhook.sidecar.decide import (
+from webhook.sidecar.actions import (
     Announce,
     DryRun,
     Evict,
@@ -19,8 +19,8 @@ from webhook.sidecar.decide import (
     Report,
     Settings,
     WriteRecord,
-    decide,
 )
+from webhook.sidecar.decide import decide
 
 BASE = Settings(node_name="node-a")
 JAN1 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()

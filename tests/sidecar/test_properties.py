@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.sidecar.fixtures import node, pod, rejected
-from webhook.sidecar.decide import DryRun, Evict, Hints, Settings, WriteRecord, decide
+from webhook.sidecar.actions import DryRun, Evict, Hints, Settings, WriteRecord
+from webhook.sidecar.decide import decide
 from webhook.sidecar.lifecycle import TERMINATED, TERMINATING, is_static, lifecycle_state
 
 PRIORITIES = st.sampled_from([None, 0, 10, 1000, 5000, 2_000_000_000, 2_000_001_000])

@@ -76,8 +76,8 @@ def check_bind(value: str) -> tuple[str, int]:
 def run(args: argparse.Namespace) -> int:
     from webhook.kube.config import api_client
     from webhook.sidecar import metrics
+    from webhook.sidecar.actions import Settings
     from webhook.sidecar.agent import Sidecar
-    from webhook.sidecar.decide import Settings
     from webhook.sidecar.observe import ObservabilityServer
 
     if not args.node.strip():

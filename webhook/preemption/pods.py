@@ -11,7 +11,7 @@ from webhook.k8s import (
     SYSTEM_CRITICAL_PRIORITY,
     pod_ref,
 )
-from webhook.preemption.resources import InvalidObject, field, shown, shown_name, spec_of
+from webhook.preemption.quantities import InvalidObject, field, shown, shown_name, spec_of
 
 API_SOURCE = "api"
 

@@ -13,16 +13,8 @@ from typing import Any
 
 from webhook.k8s import TERMINAL_PHASES
 from webhook.preemption.pods import is_static_pod
-from webhook.preemption.resources import (
-    CPU,
-    EPHEMERAL_STORAGE,
-    MEMORY,
-    PODS,
-    InvalidObject,
-    field,
-    is_scalar_resource,
-    spec_of,
-)
+from webhook.preemption.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, field, spec_of
+from webhook.preemption.resources import InvalidObject, is_scalar_resource
 
 NODE_AFFINITY = "NodeAffinity"
 NODE_AFFINITY_MESSAGE = "node(s) didn't match Pod's node affinity/selector"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.preemption.resources import CPU, MEMORY, InvalidObject, field, quantity_nano, spec_of
+from webhook.preemption.quantities import CPU, MEMORY, InvalidObject, field, quantity_nano, spec_of
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"

@@ -1,285 +1,40 @@
 """Pod requests and node allocatable as the kubelet and the scheduler count them.
 
-Quantities are parsed once with `kubernetes.utils.parse_quantity` and kept as integers: cpu in
-millicores, everything else in base units (bytes, counts). Sums are taken in nano units and rounded up
-only at the end, as Kubernetes sums `Quantity` values exactly and then rounds `MilliValue()`/`Value()` up.
+Built on `quantities` (fields, quantities and their sums in nano units, rounded up only at the end) and
+`containers` (what the containers request, by mode); here pod-level resources and overhead on top, the
+fast path for the common pod, and the views each side reads (victim, admission, scheduler).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from decimal import ROUND_CEILING, Decimal
-from functools import lru_cache
 from typing import Any
 
 from webhook.k8s import InvalidObject as InvalidObject  # raised by every reader of objects here
-from webhook.kubernetes_quantity import parse_quantity as _k8s_parse_quantity  # the client's, loaded alone
+from webhook.preemption.containers import (
+    KUBELET,
+    SCHEDULER,
+    SCHEDULER_POD_LEVEL,
+    SPEC,
+    aggregate_container_requests,
+    is_resize_infeasible,
+    legacy_container_requests,
+)
+from webhook.preemption.quantities import (
+    CPU,
+    HUGEPAGES_PREFIX,
+    MEMORY,
+    PODS,
+    add_into,
+    field,
+    from_nano,
+    max_of,
+    nano_cached,
+    resource_list,
+    spec_of,
+    type_name,
+)
 from webhook.preemption.semantics import CURRENT, Semantics
-
-CPU = "cpu"
-MEMORY = "memory"
-EPHEMERAL_STORAGE = "ephemeral-storage"
-PODS = "pods"
-HUGEPAGES_PREFIX = "hugepages-"
-# apimachinery caps quantities at 2^63-1 (in the unit they are read in).
-MAX_INT64 = 2**63 - 1
-NANO = 10**9
-MILLI_IN_NANO = 10**6
-
-# <signedNumber><suffix> of apimachinery's resource.Quantity grammar; Python's Decimal alone would also
-# take "NaN", "1_000" or surrounding blanks, which the API server refuses.
-_QUANTITY = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?")
-
-SHOWN_CHARS = 60  # an error echoes at most this much of a bad value, so it stays one readable line
-
-
-def shown(value: Any) -> str:
-    """`repr(value)`, cut to SHOWN_CHARS: enough to recognise the bad value in a message."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}..."
-
-
-def shown_name(name: str) -> str:
-    """A map key (resource or label name) inside a field path, cut like `shown`; quoted (`repr`) when it
-    has unprintable characters, so that a line break in a key cannot split the message."""
-    if not name.isprintable():
-        return shown(name)
-    return name if len(name) <= SHOWN_CHARS else f"{name[:SHOWN_CHARS]}..."
-
-
-class InvalidQuantity(InvalidObject):
-    """A quantity that is not valid: the message names the resource/field and the bad value."""
-
-
-def field(obj: Any, key: str, path: str, kind: type = dict, default: Any = None) -> Any:
-    """`obj[key]` checked against `kind`; None/missing gives `default` (the API server's omitempty)."""
-    value = obj.get(key) if isinstance(obj, dict) else None  # JSON/YAML objects are dicts
-    if value is None:
-        return default
-    if not isinstance(value, kind):
-        want = _TYPE_NAMES.get(kind, kind.__name__)
-        raise InvalidObject(f"{path}.{key}: must be {want}, got {_type_name(value)}")
-    return value
-
-
-_TYPE_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
-
-
-def _type_name(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
-@lru_cache(maxsize=4096)
-def _nano_cached(value: str) -> int | None:
-    if not _QUANTITY.fullmatch(value):
-        return None
-    try:
-        amount: Decimal = _k8s_parse_quantity(value)
-    except ValueError:
-        return None
-    if amount < 0:
-        return -1
-    amount = min(amount, Decimal(MAX_INT64))
-    return int((amount * NANO).to_integral_value(rounding=ROUND_CEILING))
-
-
-def quantity_nano(value: str | int | float, where: str) -> int:
-    """A non-negative quantity in nano units (apimachinery keeps nano precision, rounding up)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InvalidQuantity(f"{where}: quantity must be a string or a number, got {type(value).__name__}")
-    # A YAML/JSON number is read by its literal text, as the API server does: 0.1 is 100m, not a float.
-    text = value if isinstance(value, str) else repr(value)
-    nano = _nano_cached(text)
-    if nano is None:
-        raise InvalidQuantity(f"{where}: invalid quantity {shown(value)}")
-    if nano < 0:
-        raise InvalidQuantity(f"{where}: quantity {shown(value)} must not be negative")
-    return nano
-
-
-def from_nano(resource: str, nano: int) -> int:
-    """Nano units to the integer Kubernetes reports: cpu `MilliValue()`, others `Value()`, rounded up."""
-    unit = MILLI_IN_NANO if resource == CPU else NANO
-    return -(-nano // unit)
-
-
-def parse_quantity(resource: str, value: str | int | float) -> int:
-    """One quantity of `resource`: cpu in millicores, everything else in base units, rounded up."""
-    return from_nano(resource, quantity_nano(value, resource))
-
-
-def _resource_list(obj: Any, key: str, path: str) -> dict[str, int]:
-    """A ResourceList (`requests`, `limits`, `allocatable`, `overhead`) in nano units."""
-    raw = field(obj, key, path)
-    if not raw:
-        return {}
-    out: dict[str, int] = {}
-    for name, value in raw.items():
-        if not isinstance(name, str):
-            raise InvalidObject(f"{path}.{key}: resource name {shown(name)} must be a string")
-        out[name] = quantity_nano(value, f"{path}.{key}.{shown_name(name)}")
-    return out
-
-
-def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = field(spec, key, "spec", list, [])
-    for i, c in enumerate(items):
-        if not isinstance(c, dict):
-            raise InvalidObject(f"spec.{key}[{i}]: must be an object, got {_type_name(c)}")
-    return items
-
-
-def container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    """`resources.requests` of one container, nano units, as the API server stores them: a resource
-    with a limit and no request requests its limit."""
-    resources = field(container, "resources", path, default={})
-    requests = _resource_list(resources, "requests", f"{path}.resources")
-    for name, nano in _resource_list(resources, "limits", f"{path}.resources").items():
-        requests.setdefault(name, nano)
-    return requests
-
-
-def _add_into(total: dict[str, int], more: Mapping[str, int]) -> None:
-    for k, v in more.items():
-        total[k] = total.get(k, 0) + v
-
-
-def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
-    for k, v in other.items():
-        if k not in total or v > total[k]:
-            total[k] = v
-
-
-# How a pod already on a node counts (`PodResourcesOptions.UseStatusResources`, in-place resize):
-SPEC = "spec"  # the spec only: a pending pod, or resize off (before 1.33)
-SCHEDULER = "scheduler"  # the scheduler's view of the API object: largest of spec, allocated, running
-KUBELET = "kubelet"  # the kubelet's view of its allocated pod: largest of allocated and running
-# SCHEDULER, and the pod-level status maps too (1.36+, `InPlacePodLevelResourcesVerticalScalingEnabled`)
-SCHEDULER_POD_LEVEL = "scheduler-pod-level"
-
-RESIZE_PENDING = "PodResizePending"
-INFEASIBLE = "Infeasible"
-
-
-def is_resize_infeasible(pod: Mapping[str, Any]) -> bool:
-    """`IsPodResizeInfeasible`: the FIRST `PodResizePending` condition has reason `Infeasible`."""
-    status = field(pod, "status", "pod", default={})
-    for i, cond in enumerate(field(status, "conditions", "status", list, [])):
-        if not isinstance(cond, dict):
-            raise InvalidObject(f"status.conditions[{i}]: must be an object, got {_type_name(cond)}")
-        if cond.get("type") == RESIZE_PENDING:
-            return bool(cond.get("reason") == INFEASIBLE)
-    return False
-
-
-_Statuses = dict[str, tuple[dict[str, Any], str]]
-
-
-def _statuses(pod: Mapping[str, Any]) -> _Statuses:
-    """Container statuses by name (init statuses win a name clash, as upstream's map), with their path."""
-    status = field(pod, "status", "pod", default={})
-    out: _Statuses = {}
-    for key in ("containerStatuses", "initContainerStatuses"):
-        for i, cs in enumerate(field(status, key, "status", list, [])):
-            if not isinstance(cs, dict):
-                raise InvalidObject(f"status.{key}[{i}]: must be an object, got {_type_name(cs)}")
-            name = cs.get("name")
-            if isinstance(name, str):
-                out[name] = (cs, f"status.{key}[{i}]")
-    return out
-
-
-def _max_of(*lists: Mapping[str, int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for more in lists:
-        _max_into(out, more)
-    return out
-
-
-def effective_requests(
-    spec_requests: dict[str, int],
-    name: Any,
-    statuses: _Statuses,
-    mode: str,
-    infeasible: bool,
-) -> dict[str, int]:
-    """One container's requests (nano) as `mode` counts them.
-
-    SCHEDULER is `determineContainerReqs` on the API object: with a status that reports resources,
-    max(running, allocated) when the resize is Infeasible, else max(spec, running, allocated). KUBELET
-    is the same function on the kubelet's pod, whose spec is its allocation
-    (`UpdatePodFromAllocation`): `allocatedResources` when reported, then at least what runs.
-    """
-    if mode == SPEC:
-        return spec_requests
-    found = statuses.get(name) if isinstance(name, str) else None
-    if found is None:
-        return spec_requests
-    cs, path = found
-    allocated = _resource_list(cs, "allocatedResources", path)
-    resources = field(cs, "resources", path)
-    if mode == KUBELET:
-        base = allocated if cs.get("allocatedResources") is not None else spec_requests
-        if resources is None:
-            return base
-        return _max_of(base, _resource_list(resources, "requests", f"{path}.resources"), allocated)
-    if resources is None:
-        return spec_requests
-    running = _resource_list(resources, "requests", f"{path}.resources")
-    if infeasible:
-        return _max_of(running, allocated)
-    return _max_of(spec_requests, running, allocated)
-
-
-def aggregate_container_requests(pod: Mapping[str, Any], mode: str = SPEC) -> dict[str, int]:
-    """`AggregateContainerRequests` (KEP-753 sidecar formula), nano units; absent keys stay absent.
-
-    Sidecars (init containers with restartPolicy Always) run for the pod's whole life, so they add to the
-    steady state and to every later init container's peak. With a status `mode`, regular containers and
-    sidecars count as `effective_requests` says (regular init containers are never resized).
-    """
-    spec = spec_of(pod)
-    statuses: _Statuses = {} if mode == SPEC else _statuses(pod)
-    infeasible = mode == SCHEDULER and bool(statuses) and is_resize_infeasible(pod)
-    result: dict[str, int] = {}
-    for i, c in enumerate(_containers(spec, "containers")):
-        reqs = container_requests(c, f"spec.containers[{i}]")
-        _add_into(result, effective_requests(reqs, c.get("name"), statuses, mode, infeasible))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for i, c in enumerate(_containers(spec, "initContainers")):
-        reqs = container_requests(c, f"spec.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":
-            reqs = effective_requests(reqs, c.get("name"), statuses, mode, infeasible)
-            _add_into(result, reqs)
-            _add_into(sidecars, reqs)
-            use = sidecars
-        else:
-            use = dict(reqs)
-            _add_into(use, sidecars)
-        _max_into(init_peak, use)
-    _max_into(result, init_peak)
-    return result
-
-
-def legacy_container_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The kubelet's `GetResourceRequestQuantity` before 1.34, nano units: the containers summed, and
-    at least the largest single init container, sidecars counted as any init container."""
-    spec = spec_of(pod)
-    result: dict[str, int] = {}
-    for i, c in enumerate(_containers(spec, "containers")):
-        _add_into(result, container_requests(c, f"spec.containers[{i}]"))
-    for i, c in enumerate(_containers(spec, "initContainers")):
-        _max_into(result, container_requests(c, f"spec.initContainers[{i}]"))
-    return result
-
-
-def spec_of(pod: Any) -> Mapping[str, Any]:
-    if not isinstance(pod, dict):
-        raise InvalidObject(f"pod: must be an object, got {_type_name(pod)}")
-    spec: Mapping[str, Any] = field(pod, "spec", "pod", default={})
-    return spec
 
 
 def is_supported_pod_level_resource(name: str) -> bool:
@@ -295,8 +50,8 @@ def pod_level_resources(pod: Mapping[str, Any]) -> tuple[dict[str, int], dict[st
     resources = field(spec, "resources", "spec")
     if resources is None:
         return None
-    requests = _resource_list(resources, "requests", "spec.resources")
-    limits = _resource_list(resources, "limits", "spec.resources")
+    requests = resource_list(resources, "requests", "spec.resources")
+    limits = resource_list(resources, "limits", "spec.resources")
     if limits:  # API defaulting of missing pod-level requests (`defaultPodRequests`), both rules
         # 1. a resource the containers request: their aggregate (hugepages come from the limit instead)
         for name, nano in aggregate_container_requests(pod).items():
@@ -357,7 +112,7 @@ def _plain_requests(pod: Any, mode: str = SPEC) -> dict[str, int]:
                 if infeasible is None:
                     infeasible = mode == SCHEDULER and is_resize_infeasible(pod)
                 reqs = _plain_effective(reqs, found, mode, infeasible)
-        _add_into(result, reqs)
+        add_into(result, reqs)
     return result
 
 
@@ -421,13 +176,13 @@ def _plain_effective(
     if mode == KUBELET:
         base = allocated if raw_allocated is not None else spec_requests
         if base == running or not running:
-            return base if not allocated or base is allocated else _max_of(base, allocated)
-        return _max_of(base, running, allocated)
+            return base if not allocated or base is allocated else max_of(base, allocated)
+        return max_of(base, running, allocated)
     if infeasible:
-        return _max_of(running, allocated)
+        return max_of(running, allocated)
     if running == spec_requests and (not allocated or allocated == spec_requests):
         return spec_requests  # the steady state: nothing resized
-    return _max_of(spec_requests, running, allocated)
+    return max_of(spec_requests, running, allocated)
 
 
 def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any]) -> None:
@@ -439,7 +194,7 @@ def _add_quantities(result: dict[str, int], quantities: Any, skip: dict[str, Any
             continue
         if type(name) is not str or type(value) is not str:
             raise _Unusual
-        nano = _nano_cached(value)
+        nano = nano_cached(value)
         if nano is None or nano < 0:
             raise _Unusual
         result[name] = result.get(name, 0) + nano
@@ -463,7 +218,7 @@ def _scheduler_view(pod: Mapping[str, Any], mode: str, fast: bool = True) -> dic
         except _Unusual:
             pass
     spec = spec_of(pod)
-    overhead = _resource_list(spec, "overhead", "spec")
+    overhead = resource_list(spec, "overhead", "spec")
     if mode == SCHEDULER_POD_LEVEL:
         requests = _pod_level_aggregate(pod)
     else:
@@ -474,7 +229,7 @@ def _scheduler_view(pod: Mapping[str, Any], mode: str, fast: bool = True) -> dic
         if mode == SCHEDULER_POD_LEVEL and pod_level[0]:
             effective = _effective_pod_level(pod, pod_level[0], overhead)
         requests.update((n, q) for n, q in effective.items() if is_supported_pod_level_resource(n))
-    _add_into(requests, overhead)
+    add_into(requests, overhead)
     return _reported(requests)
 
 
@@ -490,7 +245,7 @@ def _pod_level_running(status: Mapping[str, Any]) -> dict[str, int] | None:
     resources = field(status, "resources", "status")
     if resources is None or resources.get("requests") is None:
         return None
-    return _resource_list(resources, "requests", "status.resources")
+    return resource_list(resources, "requests", "status.resources")
 
 
 def _pod_level_aggregate(pod: Mapping[str, Any]) -> dict[str, int]:
@@ -501,10 +256,10 @@ def _pod_level_aggregate(pod: Mapping[str, Any]) -> dict[str, int]:
     running = _pod_level_running(status)
     if status.get("allocatedResources") is None or running is None:
         return aggregate_container_requests(pod, SCHEDULER)
-    allocated = _resource_list(status, "allocatedResources", "status")
+    allocated = resource_list(status, "allocatedResources", "status")
     if is_resize_infeasible(pod):
-        return _max_of(running, allocated)
-    return _max_of(aggregate_container_requests(pod, SPEC), running, allocated)
+        return max_of(running, allocated)
+    return max_of(aggregate_container_requests(pod, SPEC), running, allocated)
 
 
 def _effective_pod_level(
@@ -515,10 +270,10 @@ def _effective_pod_level(
     resize is Infeasible."""
     status = field(pod, "status", "pod", default={})
     lists: list[dict[str, int]] = [] if is_resize_infeasible(pod) else [spec_requests]
-    for found in (_pod_level_running(status), _resource_list(status, "allocatedResources", "status")):
+    for found in (_pod_level_running(status), resource_list(status, "allocatedResources", "status")):
         if found:
             lists.append({n: q - overhead.get(n, 0) for n, q in found.items()})
-    return _max_of(*lists)
+    return max_of(*lists)
 
 
 def _victim_view(pod: Mapping[str, Any], semantics: Semantics, fast: bool = True) -> dict[str, int]:
@@ -531,7 +286,7 @@ def _victim_view(pod: Mapping[str, Any], semantics: Semantics, fast: bool = True
         except _Unusual:
             pass
     spec = spec_of(pod)
-    overhead = _resource_list(spec, "overhead", "spec")
+    overhead = resource_list(spec, "overhead", "spec")
     if semantics.victim_requests_pod_requests:
         pod_level = pod_level_resources(pod)
         if pod_level is not None:
@@ -592,15 +347,15 @@ def _checked_request_views(
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int]:
     """`status.allocatable` parsed (cpu millicores, others base units)."""
     if not isinstance(node, dict):
-        raise InvalidObject(f"node: must be an object, got {_type_name(node)}")
+        raise InvalidObject(f"node: must be an object, got {type_name(node)}")
     status = field(node, "status", "node", default={})
-    return {n: from_nano(n, q) for n, q in _resource_list(status, "allocatable", "status").items()}
+    return {n: from_nano(n, q) for n, q in resource_list(status, "allocatable", "status").items()}
 
 
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     """Per-resource sum; keys are the union."""
     out = dict(a)
-    _add_into(out, b)
+    add_into(out, b)
     return out
 
 
@@ -616,7 +371,7 @@ def total(requests: Iterable[Mapping[str, int]]) -> dict[str, int]:
     """Sum of many request maps (a node's used resources)."""
     out: dict[str, int] = {}
     for r in requests:
-        _add_into(out, r)
+        add_into(out, r)
     return out
 
 

@@ -18,13 +18,12 @@ from webhook.preemption.predicates import (
     untolerated_taint,
 )
 from webhook.preemption.qos import qos_class
+from webhook.preemption.quantities import field, spec_of
 from webhook.preemption.resources import (
     InvalidObject,
-    field,
     node_allocatable,
     request_views,
     scheduler_pod_requests,
-    spec_of,
 )
 
 _EMPTY_NODE: dict[str, Any] = {"metadata": {"name": ""}, "spec": {"taints": []}}

@@ -22,7 +22,8 @@ from webhook.kube.cache import ObjectCache
 from webhook.kube.events import EventRecorder
 from webhook.kube.reflector import Reflector
 from webhook.sidecar import metrics
-from webhook.sidecar.decide import Action, Settings, decide
+from webhook.sidecar.actions import Action, Settings
+from webhook.sidecar.decide import decide
 from webhook.sidecar.execute import Executor
 from webhook.sidecar.lifecycle import state_counts
 from webhook.sidecar.memory import Memory
@@ -85,7 +86,7 @@ class Sidecar:
         self._thread: threading.Thread | None = None
         self.nodes.add_listener(self._changed)
         self.pods.add_listener(self._changed)
-        self.memory = Memory()  # hints (see decide.Hints); only the loop thread touches them
+        self.memory = Memory()  # hints (see actions.Hints); only the loop thread touches them
         self.executor = Executor(
             api_client,
             self.events,

@@ -19,7 +19,7 @@ from webhook.kube import eviction, rest
 from webhook.kube.events import NORMAL, WARNING, EventRecorder
 from webhook.sidecar import metrics
 from webhook.sidecar import record as rec
-from webhook.sidecar.decide import Action, Announce, DryRun, Evict, Recreate, Report, WriteRecord, ref, uid
+from webhook.sidecar.actions import Action, Announce, DryRun, Evict, Recreate, Report, WriteRecord, ref, uid
 from webhook.sidecar.memory import Memory
 from webhook.sidecar.ratelimit import EvictionRateLimit
 

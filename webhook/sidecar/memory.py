@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.sidecar.decide import Hints, uid
+from webhook.sidecar.actions import Hints, uid
 from webhook.sidecar.lifecycle import TERMINATED, TERMINATING, lifecycle_state
 from webhook.sidecar.ratelimit import EvictionRateLimit
 

@@ -26,7 +26,8 @@ from webhook.preemption.predicates import (
     tolerates,
     untolerated_taint,
 )
-from webhook.preemption.resources import PODS, add, total
+from webhook.preemption.quantities import PODS
+from webhook.preemption.resources import add, total
 from webhook.preemption.semantics import CURRENT, Semantics
 
 UNSCHEDULABLE = "Unschedulable"

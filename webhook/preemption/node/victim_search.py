@@ -20,7 +20,8 @@ from typing import Any
 from webhook.k8s import SYSTEM_CRITICAL_PRIORITY
 from webhook.preemption.pods import is_critical, priority_of
 from webhook.preemption.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
-from webhook.preemption.resources import CPU, MEMORY, pod_requests
+from webhook.preemption.quantities import CPU, MEMORY
+from webhook.preemption.resources import pod_requests
 from webhook.preemption.semantics import CURRENT, Semantics
 
 ORDER_QOS = "qos"
