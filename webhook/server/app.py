@@ -11,7 +11,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from flask import Flask, Response, request
@@ -113,7 +113,7 @@ def close_after(response: Response, environ: dict[str, Any]) -> None:
     response.call_on_close(shutdown_read)
 
 
-def _read(stream: Any, content_length: int | None) -> bytes:
+def _read(stream: IO[bytes], content_length: int | None) -> bytes:
     if content_length is not None:
         return stream.read(content_length)
     chunks: list[bytes] = []

@@ -47,7 +47,7 @@ TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we clos
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
-class AsyncWorker(Worker):
+class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type information
     """A gunicorn worker class; the limits come from the application's `serving_limits()`."""
 
     def init_signals(self) -> None:
