@@ -21,7 +21,6 @@ MAX_LOGIC = 300
 KNOWN_OVER = {
     "webhook/sidecar/decide.py",
     "webhook/preemption/resources.py",
-    "webhook/server/http1.py",
 }
 _SKIP = {
     tokenize.COMMENT,

@@ -35,9 +35,10 @@ from typing import Any
 
 from gunicorn.workers.base import Worker
 
-from webhook.server.http1 import Answer, Connection, Phase, call_wsgi
+from webhook.server.http1 import Connection, Phase
 from webhook.server.limits import Limits
 from webhook.server.tlsproto import accept_tls
+from webhook.server.wsgi import Answer, call_wsgi
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
 # How often, at most, freed heap memory is handed back to the system after connections have closed.
