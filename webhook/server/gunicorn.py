@@ -122,7 +122,6 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         return create_app(
             self.worker_store,
             self.settings.options,
-            body_timeout=self.settings.read_timeout,
             pods=self.worker_pods,
         )
 
