@@ -51,6 +51,8 @@ _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type information
     """A gunicorn worker class; the limits come from the application's `serving_limits()`."""
 
+    alive: bool  # gunicorn's: cleared by its SIGTERM handler, and by us once stopping
+
     def init_signals(self) -> None:
         super().init_signals()  # gunicorn's defaults until the loop takes the signals over in run()
 
@@ -93,6 +95,11 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
         for sig in (signal.SIGQUIT, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._quit)
         self.loop.add_signal_handler(signal.SIGUSR1, self.log.reopen_files)
+        if not self.alive:
+            # SIGTERM came while the app was loading (gunicorn's handler only clears `alive`): without this
+            # the worker would wait for a signal already spent, until the master kills it after
+            # graceful_timeout, and `serve` stopped just after it started took that long to exit.
+            self.stop.set()
         self._metrics = _connection_metrics()
         accepting = [self.loop.create_task(self._accept(listener.sock)) for listener in self.sockets]
         heartbeat = self.loop.create_task(self._heartbeat())
