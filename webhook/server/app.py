@@ -7,11 +7,9 @@ Every answer is JSON. A body that is not a review we can answer gets 400 with a 
 from __future__ import annotations
 
 import logging
-import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 import orjson
 from flask import Flask, Response, request
@@ -28,13 +26,9 @@ from webhook.server.limits import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
-# Longest silence while reading a body; the API server's default webhook timeout is 10 s.
-BODY_TIMEOUT = 10.0
 # How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the
 # API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
 READY_WAIT = 2.0
-BODY_INCOMPLETE = "priority_webhook.body_incomplete"  # environ key: do not try to drain the rest
-BODY_READ = "priority_webhook.body_read"  # environ key: the declared body was read whole, nothing to drain
 JSON = "application/json"
 EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
@@ -59,61 +53,23 @@ def error_response(message: str, status: int) -> Response:
     return json_response({"error": message}, status)
 
 
-def read_body(environ: dict[str, Any], content_length: int | None, timeout: float = BODY_TIMEOUT) -> bytes:
+def read_body(environ: dict[str, Any], content_length: int | None) -> bytes:
     """The request body, refusing more than MAX_BODY_BYTES before reading it when the length is declared,
     and after at most MAX_BODY_BYTES + 1 bytes when it is not (chunked).
 
-    A body that stops arriving for `timeout` seconds is refused: gthread reads it in a pool thread on a
-    blocking socket, so a client that declares a length and goes quiet would otherwise hold that thread
-    for good (and enough of them, every thread). The API server gives up on a webhook after at most 30 s.
+    The serving worker has already read the body whole and refused one over the limit; the checks here
+    keep the app safe under any other WSGI server (Flask's test client; gthread in benchmark comparisons,
+    where a socket timeout from the TLS context bounds each read and surfaces here as TimeoutError).
     """
     if content_length is not None and content_length > MAX_BODY_BYTES:
         raise BadRequest(f"body: {content_length} bytes is over the {MAX_BODY_BYTES}-byte limit")
     try:
-        with socket_timeout(environ, timeout):
-            body = _read(environ["wsgi.input"], content_length)
+        return _read(environ["wsgi.input"], content_length)
     except TimeoutError:
-        environ[BODY_INCOMPLETE] = True
-        raise BadRequest(f"body: stalled for {timeout:g} s before its end") from None
-    if content_length is not None and len(body) == content_length:
-        environ[BODY_READ] = True
-    return body
+        raise BadRequest("body: stalled before its end") from None
 
 
-@contextmanager
-def socket_timeout(environ: dict[str, Any], timeout: float) -> Iterator[None]:
-    """Bound each read from the client's socket (gunicorn's own is blocking, without a timeout)."""
-    sock = environ.get("gunicorn.socket")
-    if sock is None:  # not under gunicorn (tests, other servers)
-        yield
-        return
-    previous = sock.gettimeout()
-    sock.settimeout(timeout)
-    try:
-        yield
-    finally:
-        sock.settimeout(previous)
-
-
-def close_after(response: Response, environ: dict[str, Any]) -> None:
-    """Once the answer is sent, stop reading from a client that stalled mid-body.
-
-    Otherwise gunicorn spends up to 5 more seconds of the thread draining the rest before it gives up on
-    the connection. Shutting the read side makes that drain see the end at once; the SSL object is left
-    alone (the plain-socket shutdown, not SSLSocket's, which would drop it).
-    """
-    sock = environ.get("gunicorn.socket")
-    if sock is None:
-        return
-
-    def shutdown_read() -> None:
-        with suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RD)
-
-    response.call_on_close(shutdown_read)
-
-
-def _read(stream: Any, content_length: int | None) -> bytes:
+def _read(stream: IO[bytes], content_length: int | None) -> bytes:
     if content_length is not None:
         return stream.read(content_length)
     chunks: list[bytes] = []
@@ -127,29 +83,6 @@ def _read(stream: Any, content_length: int | None) -> bytes:
     if size > MAX_BODY_BYTES:
         raise BadRequest(f"body: over the {MAX_BODY_BYTES}-byte limit")
     return b"".join(chunks)
-
-
-def drain_body(environ: dict[str, Any], content_length: int | None, timeout: float = BODY_TIMEOUT) -> None:
-    """Read whatever part of a declared body (within the limit) the handler left unread.
-
-    Errors (wrong Content-Type, 404, 405) are answered without reading the body. gunicorn then closes a
-    kept-alive connection with more than 64 KiB left unread, or mistakes the late rest of a TLS body for
-    the next request; either way the client, often still sending, gets a reset instead of our answer.
-    """
-    if (
-        content_length is None
-        or content_length > MAX_BODY_BYTES
-        or environ.get(BODY_INCOMPLETE)
-        or environ.get(BODY_READ)
-    ):
-        return
-    stream = environ["wsgi.input"]
-    try:
-        with socket_timeout(environ, timeout):
-            while stream.read(65536):
-                pass
-    except TimeoutError:
-        environ[BODY_INCOMPLETE] = True  # gunicorn then closes the connection rather than reuse it
 
 
 def check_content_type(content_type: str | None) -> None:
@@ -181,7 +114,6 @@ def review_view(
     stage: Stage,
     store: ClassStore,
     options: PodOptions,
-    body_timeout: float,
     ready_wait: float,
     pods: PodNodes | None = None,
 ) -> Callable[[], Response]:
@@ -193,7 +125,7 @@ def review_view(
         result = "error"
         try:
             check_content_type(request.content_type)
-            body = parse_json(read_body(request.environ, request.content_length, body_timeout))
+            body = parse_json(read_body(request.environ, request.content_length))
             if not store.wait_ready(ready_wait):
                 raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
             review, req, decision = handle_review(body, stage, store.snapshot(), options, pods)
@@ -226,7 +158,6 @@ def create_app(
     store: ClassStore,
     options: PodOptions = DEFAULT_POD_OPTIONS,
     *,
-    body_timeout: float = BODY_TIMEOUT,
     ready_wait: float = READY_WAIT,
     pods: PodNodes | None = None,
 ) -> Flask:
@@ -235,15 +166,8 @@ def create_app(
     `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered 503."""
     app = Flask(__name__)
     for stage in (Stage.MUTATE, Stage.VALIDATE):
-        view = review_view(stage, store, options, body_timeout, ready_wait, pods)
+        view = review_view(stage, store, options, ready_wait, pods)
         app.add_url_rule(f"/{stage.value}", view_func=view, methods=["POST"])
-
-    @app.after_request
-    def finish_body(response: Response) -> Response:  # also runs after the error handlers below
-        drain_body(request.environ, request.content_length, body_timeout)
-        if request.environ.get(BODY_INCOMPLETE):
-            close_after(response, request.environ)
-        return response
 
     @app.get("/healthz")
     def healthz() -> Response:

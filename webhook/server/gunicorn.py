@@ -59,7 +59,7 @@ class ServeSettings:
     log_level: str = "info"
 
 
-class WebhookApplication(BaseApplication):
+class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has no type information
     """gunicorn's application API with our settings; `load()` runs in each worker."""
 
     def __init__(self, settings: ServeSettings, tls: ReloadingContext, store: ClassStore | None = None):
@@ -122,7 +122,6 @@ class WebhookApplication(BaseApplication):
         return create_app(
             self.worker_store,
             self.settings.options,
-            body_timeout=self.settings.read_timeout,
             pods=self.worker_pods,
         )
 

@@ -21,23 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import io
 import logging
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
-from urllib.parse import unquote_to_bytes
 
 import h11
 
 from webhook.server.limits import Limits, error_response
+from webhook.server.wsgi import Answer, request_environ
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("webhook.access")
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-Answer = tuple[str, list[tuple[str, str]], bytes]
 
 
 class Phase(enum.Enum):
@@ -262,7 +257,13 @@ class Connection(asyncio.BufferedProtocol):
     def _dispatch(self) -> None:
         assert self.transport is not None and self.request is not None
         self._enter(Phase.BUSY, None)
-        environ = self._environ(self.request, b"".join(self.body))
+        environ = request_environ(
+            self.request,
+            b"".join(self.body),
+            self.scheme,
+            self.transport.get_extra_info("sockname"),
+            self.transport.get_extra_info("peername"),
+        )
         self.body = []
         task = self.loop.create_task(self._answer(environ))
         task.add_done_callback(_log_crash)
@@ -329,44 +330,6 @@ class Connection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.resume_reading()
 
-    def _environ(self, request: h11.Request, body: bytes) -> dict[str, Any]:
-        assert self.transport is not None
-        target = request.target
-        path, _, query = target.partition(b"?")
-        server = self.transport.get_extra_info("sockname") or ("", 0)
-        peer = self.transport.get_extra_info("peername") or ("", 0)
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": request.method.decode("ascii"),
-            "SCRIPT_NAME": "",
-            "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
-            "QUERY_STRING": query.decode("latin-1"),
-            "RAW_URI": target.decode("latin-1"),
-            "SERVER_NAME": str(server[0]),
-            "SERVER_PORT": str(server[1]),
-            "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
-            "REMOTE_ADDR": str(peer[0]),
-            "REMOTE_PORT": str(peer[1]),
-            "CONTENT_LENGTH": str(len(body)),
-            "wsgi.version": (1, 0),
-            "wsgi.url_scheme": self.scheme,
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": True,
-            "wsgi.run_once": False,
-        }
-        for raw_name, raw_value in request.headers:
-            name = raw_name.decode("latin-1")
-            value = raw_value.decode("latin-1")
-            if name == "content-type":
-                environ["CONTENT_TYPE"] = value
-            elif name in ("content-length", "transfer-encoding"):
-                continue  # the body is whole: its length is CONTENT_LENGTH
-            else:
-                key = "HTTP_" + name.upper().replace("-", "_")
-                environ[key] = f"{environ[key]},{value}" if key in environ else value
-        return environ
-
     # -- closing -------------------------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
@@ -399,28 +362,3 @@ class Connection(asyncio.BufferedProtocol):
 def _log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("connection task failed", exc_info=task.exception())
-
-
-def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
-    """Run the WSGI app on a complete request (in a pool thread): status, headers and the whole body."""
-    started: list[Any] = []
-
-    def start_response(
-        status: str, headers: list[tuple[str, str]], exc_info: Any = None
-    ) -> Callable[..., Any]:
-        started[:] = [status, headers]
-        return _no_write
-
-    result = app(environ, start_response)
-    try:
-        body = b"".join(result)
-    finally:
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
-    status, headers = started
-    return status, list(headers), body
-
-
-def _no_write(data: bytes) -> None:
-    raise NotImplementedError("the webhook's app returns its body; write() is not supported")

@@ -63,8 +63,8 @@ class BoundedServerContext(ssl.SSLContext):
     gunicorn's gthread worker hands a new connection to a pool thread once its first bytes arrive, then
     handshakes and reads the request headers on a blocking socket with no timeout: a client that sends one
     byte and goes quiet would hold that thread for good, and a handful of them every thread. The timeout
-    set here bounds each read of the handshake and of the first request's headers; the body has its own
-    (see webhook.server.app.read_body).
+    set here bounds each read of the handshake and of the first request's headers and body
+    (a stalled body is refused in webhook.server.app.read_body).
     """
 
     handshake_timeout: float = HANDSHAKE_TIMEOUT

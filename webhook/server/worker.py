@@ -35,9 +35,10 @@ from typing import Any
 
 from gunicorn.workers.base import Worker
 
-from webhook.server.http1 import Answer, Connection, Phase, call_wsgi
+from webhook.server.http1 import Connection, Phase
 from webhook.server.limits import Limits
 from webhook.server.tlsproto import accept_tls
+from webhook.server.wsgi import Answer, call_wsgi
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
 # How often, at most, freed heap memory is handed back to the system after connections have closed.
@@ -47,8 +48,10 @@ TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we clos
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
-class AsyncWorker(Worker):
+class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type information
     """A gunicorn worker class; the limits come from the application's `serving_limits()`."""
+
+    alive: bool  # gunicorn's: cleared by its SIGTERM handler, and by us once stopping
 
     def init_signals(self) -> None:
         super().init_signals()  # gunicorn's defaults until the loop takes the signals over in run()
@@ -92,6 +95,11 @@ class AsyncWorker(Worker):
         for sig in (signal.SIGQUIT, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._quit)
         self.loop.add_signal_handler(signal.SIGUSR1, self.log.reopen_files)
+        if not self.alive:
+            # SIGTERM came while the app was loading (gunicorn's handler only clears `alive`): without this
+            # the worker would wait for a signal already spent, until the master kills it after
+            # graceful_timeout, and `serve` stopped just after it started took that long to exit.
+            self.stop.set()
         self._metrics = _connection_metrics()
         accepting = [self.loop.create_task(self._accept(listener.sock)) for listener in self.sockets]
         heartbeat = self.loop.create_task(self._heartbeat())

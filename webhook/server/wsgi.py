@@ -1,0 +1,85 @@
+"""The WSGI side of the serving loop: the environ of a complete request, and the app run on it whole.
+
+The connection (webhook.server.http1) reads and answers on the worker's loop; this part only translates
+between h11's parsed request and WSGI: request_environ on the loop, call_wsgi in a pool thread. Like the
+connection, it never imports Flask: the app is whatever WSGI callable the worker hands over.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+import h11
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+Answer = tuple[str, list[tuple[str, str]], bytes]
+
+
+def request_environ(
+    request: h11.Request, body: bytes, scheme: str, sockname: Any, peername: Any
+) -> dict[str, Any]:  # sockname, peername: the transport's extra info (a tuple, or None)
+    """The WSGI environ of a request read whole: `body` is all of it, so there is no chunked framing."""
+    target = request.target
+    path, _, query = target.partition(b"?")
+    server = sockname or ("", 0)
+    peer = peername or ("", 0)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method.decode("ascii"),
+        "SCRIPT_NAME": "",
+        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "RAW_URI": target.decode("latin-1"),
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
+        "REMOTE_ADDR": str(peer[0]),
+        "REMOTE_PORT": str(peer[1]),
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scheme,
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in request.headers:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        if name == "content-type":
+            environ["CONTENT_TYPE"] = value
+        elif name in ("content-length", "transfer-encoding"):
+            continue  # the body is whole: its length is CONTENT_LENGTH
+        else:
+            key = "HTTP_" + name.upper().replace("-", "_")
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ
+
+
+def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
+    """Run the WSGI app on a complete request (in a pool thread): status, headers and the whole body."""
+    started: list[Any] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[..., Any]:
+        started[:] = [status, headers]
+        return _no_write
+
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = started
+    return status, list(headers), body
+
+
+def _no_write(data: bytes) -> None:
+    raise NotImplementedError("the webhook's app returns its body; write() is not supported")
