@@ -54,7 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests
 
-from testkit.cluster_webhook import chart_webhook_configurations, ensure_namespace, make_certificates
+from testkit.cluster_webhook import (
+    chart_webhook_configurations,
+    ensure_namespace,
+    make_certificates,
+    priority_class,
+)
 from testkit.envtest import ControlPlane, free_ports
 from testkit.server import WebhookServer, webhook_server
 from testkit.wait import wait_for
@@ -89,18 +94,6 @@ class Classes:
     def near_write(self, start: float, end: float, window: float) -> bool:
         with self.lock:
             return any(start - window <= t <= end + window for t in self.writes)
-
-
-def pc_object(name: str, value: int, default: bool) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-    }
-    if default:
-        obj["globalDefault"] = True
-    return obj
 
 
 class Cluster:
@@ -140,7 +133,7 @@ def churn(a: Cluster, b: Cluster, classes: Classes, stop: threading.Event, inter
                     state.pop(DEFAULT)
                 else:
                     value = rng.randint(-100, 100)
-                    ops.append(("POST", CLASSES, pc_object(DEFAULT, value, True)))
+                    ops.append(("POST", CLASSES, priority_class(DEFAULT, value, default=True)))
                     state[DEFAULT] = (value, True)
             elif action == "delete" or (action == "create" and name in state):
                 if name in state:
@@ -150,7 +143,7 @@ def churn(a: Cluster, b: Cluster, classes: Classes, stop: threading.Event, inter
                 if name in state:
                     ops.append(("DELETE", f"{CLASSES}/{name}", None))
                 value = rng.randint(1, 1_000_000)
-                ops.append(("POST", CLASSES, pc_object(name, value, False)))
+                ops.append(("POST", CLASSES, priority_class(name, value)))
                 state[name] = (value, False)
             for method, path, body in ops:
                 b.write(method, path, body, stop)
