@@ -158,9 +158,14 @@ class Connection(asyncio.BufferedProtocol):
         self._drop()
 
     def drain(self) -> None:
-        """The worker is shutting down: close now if idle, otherwise after the answer in progress."""
+        """The worker is shutting down: close now if idle, otherwise after the answer in progress.
+
+        An idle connection gets our TLS close_notify but its client's is not waited for: a kept-alive
+        client answers only when it next reads, and the worker would wait the TLS shutdown timeout for
+        each such connection before it could exit."""
         if self.phase in (Phase.IDLE, Phase.LINGER):
             self._close()
+            self._drop()
         elif self.phase is Phase.HANDSHAKE:
             self._drop()
 
