@@ -389,6 +389,28 @@ def test_requests_back_to_back_after_a_pause_and_pipelined_share_one_connection(
     assert server.review("/mutate", review(pod())).status_code == 200
 
 
+def test_hundreds_of_pipelined_reviews_answered_on_the_loop_and_in_threads_keep_their_order(
+    server: WebhookServer,
+) -> None:
+    """Small reviews are answered on the worker's loop as soon as they are read, large ones in a pool
+    thread (webhook.server.endpoint): sent in one write, interleaved, each is answered once and in order,
+    and a long run of loop answers does not nest one call per request."""
+    large = pod(class_name="high")
+    large["metadata"]["annotations"] = {"filler": "x" * 100_000}
+    large_body = json.dumps(review(large, uid="large")).encode()
+    large_request = (
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(large_body), large_body)
+    )
+    uids = [f"p-{i}" for i in range(600)]
+    wire = b"".join(large_request if i % 200 == 100 else mutate_request(uid) for i, uid in enumerate(uids))
+    expected = ["large" if i % 200 == 100 else uid for i, uid in enumerate(uids)]
+    with raw_tls(server, timeout=30) as sock:
+        sock.sendall(wire)
+        seen = [json.loads(read_response(sock)[2])["response"]["uid"] for _ in expected]
+    assert seen == expected
+
+
 # -- probes, metrics, logs -------------------------------------------------------------------------------
 
 

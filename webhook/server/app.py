@@ -1,4 +1,5 @@
-"""The admission webhook's HTTP face: AdmissionReview in, AdmissionReview out, through `handle_review`.
+"""The admission webhook's WSGI app: /mutate and /validate through their endpoints
+(webhook.server.endpoint, which the serving worker also calls directly), and /healthz, /readyz, /metrics.
 
 Every answer is JSON. A body that is not a review we can answer gets 400 with a one-line
 `{"error": "<field>: <problem>"}`; nothing, not even a bug, produces an HTML page or a traceback.
@@ -7,7 +8,6 @@ Every answer is JSON. A body that is not a review we can answer gets 400 with a 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -15,33 +15,18 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.k8s import OPERATIONS
 from webhook.policy.class_model import ClassStore
-from webhook.policy.eviction_rules import PodLookupError, PodNodes
+from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
-from webhook.review import MalformedReview, Stage, handle_review
-from webhook.review.routes import LABELS
 from webhook.server import metrics
+from webhook.server.endpoint import JSON, READY_WAIT, BadRequest, ReviewEndpoint, endpoints
 from webhook.server.limits import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
-# How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the
-# API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
-READY_WAIT = 2.0
-JSON = "application/json"
-EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
-# Metric label values come from the request; only these are kept as they are (bounded cardinality).
-KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)
-KNOWN_OPERATIONS = frozenset(OPERATIONS)
-
-
-class NotReady(RuntimeError):
-    """No class state yet: an empty set would give every pod priority 0 and refuse every named class."""
-
-
-class BadRequest(ValueError):
-    """The request cannot be an AdmissionReview; the message is one line naming what is wrong."""
+# Kept importable from here: tests and benchmarks name them with the app.
+__all__ = ["MAX_BODY_BYTES", "READY_WAIT", "BadRequest", "create_app", "read_body"]
+ENDPOINTS = "priority-webhook.endpoints"  # the app's extension entry: {path: ReviewEndpoint}
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -85,72 +70,14 @@ def _read(stream: IO[bytes], content_length: int | None) -> bytes:
     return b"".join(chunks)
 
 
-def check_content_type(content_type: str | None) -> None:
-    mimetype = (content_type or "").split(";", 1)[0].strip().lower()
-    if mimetype != JSON:
-        raise BadRequest(f"Content-Type: must be {JSON}, got {content_type or 'none'!r}")
-
-
-def parse_json(data: bytes) -> Any:
-    """orjson: the body is parsed on every review, and it does so at a third of the stdlib's cost."""
-    if not data:
-        raise BadRequest("body: empty, expected an AdmissionReview")
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as err:
-        detail = str(err).splitlines()[0] if str(err) else "unreadable"
-        if "depth limit" in detail or "recursion" in detail:
-            raise BadRequest("body: JSON nested too deeply") from None
-        if "UTF-8" in detail:
-            raise BadRequest("body: not UTF-8") from None
-        raise BadRequest(f"body: not valid JSON: {detail}") from None
-
-
-def _label(value: str, known: frozenset[str]) -> str:
-    return value if value in known else "other"
-
-
-def review_view(
-    stage: Stage,
-    store: ClassStore,
-    options: PodOptions,
-    ready_wait: float,
-    pods: PodNodes | None = None,
-) -> Callable[[], Response]:
-    webhook = stage.value
-
+def review_view(endpoint: ReviewEndpoint) -> Callable[[], Response]:
     def view() -> Response:
-        started = time.perf_counter()
-        operation = resource = "unknown"
-        result = "error"
-        try:
-            check_content_type(request.content_type)
-            body = parse_json(read_body(request.environ, request.content_length))
-            if not store.wait_ready(ready_wait):
-                raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
-            review, req, decision = handle_review(body, stage, store.snapshot(), options, pods)
-        except (BadRequest, MalformedReview) as err:
-            response = error_response(str(err), 400)
-        except PodLookupError as err:  # only an eviction's check looks a pod up
-            operation, resource, result = "CREATE", EVICTION_RESOURCE, "unavailable"
-            response = error_response(str(err), 503)
-        except NotReady as err:
-            result = "unavailable"
-            response = error_response(str(err), 503)
-        else:
-            operation = _label(req.operation, KNOWN_OPERATIONS)
-            full = f"{req.resource}/{req.sub_resource}" if req.sub_resource else req.resource
-            resource = _label(full, KNOWN_RESOURCES)
-            result = "allowed" if decision.allowed else "denied"
-            if decision.unresolved:
-                metrics.UNRESOLVED_PODS.inc()
-            response = json_response(review)
-        finally:
-            # Also on an unexpected exception (then answered by the 500 handler), so errors are counted.
-            metrics.observe(webhook, operation, resource, result, time.perf_counter() - started)
-        return response
+        status, body = endpoint.answer(
+            request.content_type, lambda: read_body(request.environ, request.content_length)
+        )
+        return Response(body, status=status, mimetype=JSON)
 
-    view.__name__ = webhook
+    view.__name__ = endpoint.stage.value
     return view
 
 
@@ -165,9 +92,10 @@ def create_app(
     a cluster store's first sync, at most `ready_wait` seconds, and is refused with 503 after that.
     `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered 503."""
     app = Flask(__name__)
-    for stage in (Stage.MUTATE, Stage.VALIDATE):
-        view = review_view(stage, store, options, ready_wait, pods)
-        app.add_url_rule(f"/{stage.value}", view_func=view, methods=["POST"])
+    reviews = endpoints(store, options, ready_wait=ready_wait, pods=pods)
+    for path, endpoint in reviews.items():
+        app.add_url_rule(path, view_func=review_view(endpoint), methods=["POST"])
+    app.extensions[ENDPOINTS] = reviews  # for the serving worker's answers on its loop
 
     @app.get("/healthz")
     def healthz() -> Response:

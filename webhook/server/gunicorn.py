@@ -70,6 +70,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         self.master_store = store
         self.worker_store: ClassStore | None = None
         self.worker_pods: PodNodes | None = None
+        self.worker_endpoints: dict[str, Any] = {}
         super().__init__()
 
     def load_config(self) -> None:
@@ -111,7 +112,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         return self.tls.current()
 
     def load(self) -> Any:
-        from webhook.server.app import create_app
+        from webhook.server.app import ENDPOINTS, create_app
 
         self.tls.watch()  # in this worker: export the certificate's expiry and follow rotations
 
@@ -119,11 +120,13 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             self.master_store if self.master_store is not None else open_store(self.settings.store)
         )
         self.worker_pods = open_pod_nodes(self.settings.store)
-        return create_app(
-            self.worker_store,
-            self.settings.options,
-            pods=self.worker_pods,
-        )
+        app = create_app(self.worker_store, self.settings.options, pods=self.worker_pods)
+        self.worker_endpoints = app.extensions[ENDPOINTS]
+        return app
+
+    def review_endpoints(self) -> dict[str, Any]:
+        """Read by the worker after `load()`: the admission paths it answers on its loop, by path."""
+        return self.worker_endpoints
 
     def _worker_exit(self, server: Any, worker: Any) -> None:
         if self.worker_store is not None and self.worker_store is not self.master_store:

@@ -8,8 +8,8 @@ one phase at a time:
   handshake) the client has `request_timeout` seconds for the request line, the headers and the whole body.
   A dripping or silent client is answered 408 (or, if it sent nothing, dropped) at the deadline, however
   slowly it sends: the deadline is for the request, not for each read.
-- BUSY: the complete request runs in the worker's thread pool (the WSGI app); reading is paused, so a
-  pipelined request waits in the kernel.
+- BUSY: the complete request is answered: at once on the loop when the worker can (a small review), else
+  in the worker's thread pool (the WSGI app); a pipelined request waits until the answer is sent.
 - IDLE: kept alive between requests, closed after `keepalive` seconds.
 
 Errors found while reading (malformed request line or headers, a bad Content-Length, headers over
@@ -53,6 +53,11 @@ READ_BUFFER = 64 * 1024
 # buffer_updated() copies the bytes out before the next read. A buffer per connection was 64 KiB for each
 # connection held, silent ones included.
 _READ_VIEW = memoryview(bytearray(READ_BUFFER))
+INTERNAL_ERROR: Answer = (
+    "500 Internal Server Error",
+    [("Content-Type", "application/json")],
+    b'{"error":"internal error"}',
+)
 
 
 class Owner(Protocol):
@@ -60,6 +65,10 @@ class Owner(Protocol):
 
     draining: bool
     access_log: bool
+
+    def answer_now(self, request: h11.Request, body: bytes) -> Answer | None:
+        """The answer, when it can be given on the loop (a small review); None: run the app in a thread."""
+        ...
 
     def run_app(self, environ: dict[str, Any]) -> Awaitable[Answer]: ...
 
@@ -192,7 +201,9 @@ class Connection(asyncio.BufferedProtocol):
         assert self.transport is not None
         self.transport.resume_reading()
         if buffered:
-            self._process()
+            # Next turn of the loop: an answer given on the loop lands here from _process, and a client's
+            # pipelined requests would otherwise nest one call deeper each.
+            self.loop.call_soon(self._process)
 
     def _process(self) -> None:
         while self.phase is Phase.READING:
@@ -262,34 +273,49 @@ class Connection(asyncio.BufferedProtocol):
     def _dispatch(self) -> None:
         assert self.transport is not None and self.request is not None
         self._enter(Phase.BUSY, None)
+        request, body = self.request, b"".join(self.body)
+        self.body = []
+        started = time.perf_counter()
+        try:
+            answer = self.owner.answer_now(request, body)
+        except Exception:
+            log.exception(
+                "unexpected error answering %s %s", request.method.decode(), request.target.decode()
+            )
+            answer = INTERNAL_ERROR
+        if answer is not None:
+            self._finish(request.method.decode("ascii"), request.target.decode("latin-1"), answer, started)
+            return
         environ = request_environ(
-            self.request,
-            b"".join(self.body),
+            request,
+            body,
             self.scheme,
             self.transport.get_extra_info("sockname"),
             self.transport.get_extra_info("peername"),
         )
-        self.body = []
-        task = self.loop.create_task(self._answer(environ))
+        task = self.loop.create_task(self._answer(environ, started))
         task.add_done_callback(_log_crash)
 
-    async def _answer(self, environ: dict[str, Any]) -> None:
-        started = time.perf_counter()
+    async def _answer(self, environ: dict[str, Any], started: float) -> None:
         try:
-            status, headers, body = await self.owner.run_app(environ)
+            answer = await self.owner.run_app(environ)
         except Exception:
             log.exception("unexpected error answering %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"])
-            status, headers, body = "500 Internal Server Error", [], b'{"error":"internal error"}'
-            headers = [("Content-Type", "application/json")]
+            answer = INTERNAL_ERROR
+        self._finish(environ["REQUEST_METHOD"], environ["RAW_URI"], answer, started)
+
+    def _finish(self, method: str, target: str, answer: Answer, started: float) -> None:
         if self.phase is Phase.CLOSED:
             return
-        self._send(status, headers, body, environ["REQUEST_METHOD"] == "HEAD")
+        status, headers, body = answer
+        self._send(status, headers, body, method == "HEAD")
         if self.owner.access_log:
+            peer = self.transport.get_extra_info("peername") if self.transport is not None else None
             access_log.info(
                 '%s "%s %s" %s %d %.1fms',
-                environ.get("REMOTE_ADDR", "-"),
-                environ["REQUEST_METHOD"],
-                environ["PATH_INFO"],
+                peer[0] if peer else "-",
+                method,
+                target,
                 status.split(" ", 1)[0],
                 len(body),
                 (time.perf_counter() - started) * 1000,

@@ -8,7 +8,9 @@ take every thread and the API server's calls time out. gevent/eventlet would nee
 the kubernetes client's threads and still read in the request's greenlet without an overall deadline.
 
 Here the loop does the TLS handshake (bounded), reads and parses each request whole (h11, under one
-deadline, webhook.server.http1), and only then hands it to a pool thread that runs the same WSGI app.
+deadline, webhook.server.http1), and only then answers it: a small review on the loop itself, through the
+endpoint the app also uses (webhook.server.endpoint: no hand-off to a thread and back, no Flask request
+machinery), anything else in a pool thread that runs the WSGI app.
 A connection waiting for its client costs no thread and about 38 KiB (mostly OpenSSL's state; the read
 buffers are one per process: webhook.server.tlsproto); a worker holds at most `max_connections` of them
 and closes the oldest one not being answered to make room for a new one.
@@ -31,8 +33,10 @@ import socket
 import ssl
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from http import HTTPStatus
+from typing import Any, Protocol
 
+import h11
 from gunicorn.workers.base import Worker
 
 from webhook.server.http1 import Connection, Phase
@@ -44,8 +48,16 @@ HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worke
 # How often, at most, freed heap memory is handed back to the system after connections have closed.
 TRIM_INTERVAL = 10.0
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
+_JSON_TYPE = ("Content-Type", "application/json")
 # accept() errors that mean "out of a resource for now": wait a little instead of spinning.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class OnLoop(Protocol):
+    """An admission path answered on the loop (webhook.server.endpoint.ReviewEndpoint; the worker is
+    imported by gunicorn's master, before the metrics that module loads may be)."""
+
+    def answer_on_loop(self, content_type: str | None, body: bytes) -> tuple[int, bytes] | None: ...
 
 
 class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type information
@@ -59,6 +71,11 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
     def run(self) -> None:
         limits_of = getattr(self.app, "serving_limits", None)
         self.limits: Limits = limits_of() if callable(limits_of) else Limits(keepalive=self.cfg.keepalive)
+        endpoints_of = getattr(self.app, "review_endpoints", None)
+        self.endpoints: dict[bytes, OnLoop] = {
+            path.encode("ascii"): endpoint
+            for path, endpoint in (endpoints_of() if callable(endpoints_of) else {}).items()
+        }
         self.connections: dict[Connection, None] = {}  # in accept order
         self.draining = False
         self.access_log = bool(self.cfg.accesslog)
@@ -70,6 +87,21 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
             self.pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the Owner protocol of webhook.server.http1 ---------------------------------------------------------
+
+    def answer_now(self, request: h11.Request, body: bytes) -> Answer | None:
+        if request.method != b"POST":
+            return None
+        endpoint = self.endpoints.get(request.target.partition(b"?")[0])
+        if endpoint is None:
+            return None
+        content_type = next((value for name, value in request.headers if name == b"content-type"), None)
+        answered = endpoint.answer_on_loop(
+            None if content_type is None else content_type.decode("latin-1"), body
+        )
+        if answered is None:
+            return None
+        status, data = answered
+        return f"{status} {HTTPStatus(status).phrase}", [_JSON_TYPE], data
 
     def run_app(self, environ: dict[str, Any]) -> asyncio.Future[Answer]:
         return self.loop.run_in_executor(self.pool, call_wsgi, self.wsgi, environ)

@@ -1,0 +1,174 @@
+"""One admission path's `answer(content type, body) -> (status, JSON body)`: the only code that turns a
+request body into an AdmissionReview answer, whoever carries the HTTP.
+
+Two callers, one decision: the Flask view (webhook.server.app: tests, any WSGI server) and the serving
+worker, which answers a small review on its event loop as soon as the body is read (webhook.server.worker)
+instead of handing it to a pool thread and back. That hand-off and Flask's request machinery were half of
+what a review cost the server (docs/performance.md, "Ours against the floor"). A review that must wait
+(the class cache's first sync, an eviction's pod lookup from the API server) never waits on the loop:
+`answer(..., on_loop=True)` returns None for it before deciding anything, and the worker runs it in a
+thread through the WSGI app.
+
+No Flask here: the worker calls this without a request context.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.k8s import OPERATIONS
+from webhook.policy.class_model import ClassStore
+from webhook.policy.eviction_rules import PodLookupError, PodNodes
+from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
+from webhook.review import MalformedReview, Stage, handle_review
+from webhook.review.routes import LABELS
+from webhook.server import metrics
+from webhook.server.limits import error_body
+
+# How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the
+# API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
+READY_WAIT = 2.0
+# Largest body answered on the event loop. Parsing and deciding a review is linear in its size: a pod as
+# the API server sends it is a few KiB (about 0.1 ms); an UPDATE of a 3 MiB object would hold every other
+# connection of the worker for tens of milliseconds, so it goes to a thread.
+ON_LOOP_MAX_BYTES = 64 * 1024
+JSON = "application/json"
+EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
+# Metric label values come from the request; only these are kept as they are (bounded cardinality).
+KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)
+KNOWN_OPERATIONS = frozenset(OPERATIONS)
+
+Answer = tuple[int, bytes]
+
+
+class NotReady(RuntimeError):
+    """No class state yet: an empty set would give every pod priority 0 and refuse every named class."""
+
+
+class BadRequest(ValueError):
+    """The request cannot be an AdmissionReview; the message is one line naming what is wrong."""
+
+
+class _NeedsThread(Exception):
+    """Raised inside a decision started on the event loop when it would block (a pod lookup)."""
+
+
+class _NoLookupOnLoop:
+    """`PodNodes` for a decision on the event loop: a lookup is network I/O, so the review starts over in a
+    thread (a decision reads nothing else from outside, so starting over changes nothing)."""
+
+    def node_of(self, namespace: str, name: str) -> str | None:
+        raise _NeedsThread
+
+
+_NO_LOOKUP = _NoLookupOnLoop()
+
+
+def check_content_type(content_type: str | None) -> None:
+    mimetype = (content_type or "").split(";", 1)[0].strip().lower()
+    if mimetype != JSON:
+        raise BadRequest(f"Content-Type: must be {JSON}, got {content_type or 'none'!r}")
+
+
+def parse_json(data: bytes) -> Any:
+    """orjson: the body is parsed on every review, and it does so at a third of the stdlib's cost."""
+    if not data:
+        raise BadRequest("body: empty, expected an AdmissionReview")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        detail = str(err).splitlines()[0] if str(err) else "unreadable"
+        if "depth limit" in detail or "recursion" in detail:
+            raise BadRequest("body: JSON nested too deeply") from None
+        if "UTF-8" in detail:
+            raise BadRequest("body: not UTF-8") from None
+        raise BadRequest(f"body: not valid JSON: {detail}") from None
+
+
+def _label(value: str, known: frozenset[str]) -> str:
+    return value if value in known else "other"
+
+
+@dataclass(frozen=True)
+class ReviewEndpoint:
+    """/mutate or /validate. `store` is read once per review (a snapshot); `pods` looks up an evicted
+    pod's node (cluster mode)."""
+
+    stage: Stage
+    store: ClassStore
+    options: PodOptions = DEFAULT_POD_OPTIONS
+    ready_wait: float = READY_WAIT
+    pods: PodNodes | None = None
+
+    @property
+    def path(self) -> str:
+        return f"/{self.stage.value}"
+
+    def answer(self, content_type: str | None, read_body: Callable[[], bytes]) -> Answer:
+        """The status and JSON body for one request; every answer is counted in the metrics, errors
+        included."""
+        answered = self._answer(content_type, read_body, on_loop=False)
+        assert answered is not None  # only a decision on the loop is handed on
+        return answered
+
+    def answer_on_loop(self, content_type: str | None, body: bytes) -> Answer | None:
+        """The same on the event loop, or None when the review must run in a thread (too large to decide
+        without holding up the loop's other connections, or it would wait)."""
+        if len(body) > ON_LOOP_MAX_BYTES or not self.store.ready():
+            return None
+        return self._answer(content_type, lambda: body, on_loop=True)
+
+    def _answer(
+        self, content_type: str | None, read_body: Callable[[], bytes], *, on_loop: bool
+    ) -> Answer | None:
+        started = time.perf_counter()
+        operation = resource = "unknown"
+        result = "error"
+        try:
+            check_content_type(content_type)
+            body = parse_json(read_body())
+            if not self.store.wait_ready(self.ready_wait):
+                raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
+            pods = _NO_LOOKUP if on_loop and self.pods is not None else self.pods
+            review, req, decision = handle_review(body, self.stage, self.store.snapshot(), self.options, pods)
+            operation = _label(req.operation, KNOWN_OPERATIONS)
+            full = f"{req.resource}/{req.sub_resource}" if req.sub_resource else req.resource
+            resource = _label(full, KNOWN_RESOURCES)
+            result = "allowed" if decision.allowed else "denied"
+            if decision.unresolved:
+                metrics.UNRESOLVED_PODS.inc()
+            return 200, orjson.dumps(review)
+        except _NeedsThread:
+            result = ""  # not answered here: the thread that answers it counts it
+            return None
+        except (BadRequest, MalformedReview) as err:
+            return 400, error_body(str(err))
+        except PodLookupError as err:  # only an eviction's check looks a pod up
+            operation, resource, result = "CREATE", EVICTION_RESOURCE, "unavailable"
+            return 503, error_body(str(err))
+        except NotReady as err:
+            result = "unavailable"
+            return 503, error_body(str(err))
+        finally:
+            # Also on an unexpected exception (answered 500 by the caller), so errors are counted.
+            if result:
+                metrics.observe(self.stage.value, operation, resource, result, time.perf_counter() - started)
+
+
+def endpoints(
+    store: ClassStore,
+    options: PodOptions = DEFAULT_POD_OPTIONS,
+    *,
+    ready_wait: float = READY_WAIT,
+    pods: PodNodes | None = None,
+) -> dict[str, ReviewEndpoint]:
+    """Both admission paths, by URL path."""
+    made = (
+        ReviewEndpoint(stage, store, options, ready_wait, pods) for stage in (Stage.MUTATE, Stage.VALIDATE)
+    )
+    return {endpoint.path: endpoint for endpoint in made}
