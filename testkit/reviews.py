@@ -65,6 +65,26 @@ def review(
     }
 
 
+def eviction_review(node: str | None, namespace: str = "ns", name: str = "web") -> dict[str, Any]:
+    """The sidecar's eviction of a pod as the API server sends it to /validate; `node` is the node its
+    token is bound to (None: a token without one)."""
+    user: dict[str, Any] = {"username": "system:serviceaccount:pw:pw-sidecar"}
+    if node is not None:
+        user["extra"] = {"authentication.kubernetes.io/node-name": [node]}
+    request = {
+        "uid": "e-1",
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "operation": "CREATE",
+        "namespace": namespace,
+        "name": name,
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}},
+        "userInfo": user,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
 def patch_ops(response: dict[str, Any]) -> list[dict[str, Any]]:
     body = response["response"]
     if "patch" not in body:

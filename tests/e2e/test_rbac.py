@@ -32,6 +32,7 @@ import pytest
 
 from testkit.cluster_webhook import priority_class
 from testkit.envtest import ControlPlane
+from testkit.reviews import eviction_review
 from testkit.server import webhook_server
 from testkit.wait import wait_for
 from tests.chart.scenarios import SCENARIOS
@@ -207,28 +208,6 @@ def progress(audit_log: Path, user: str, condition: Any, **kwargs: Any) -> None:
     wait_for(done, **kwargs)
 
 
-def eviction_review(namespace: str, name: str, node: str) -> dict[str, Any]:
-    """The review of a sidecar's Eviction as the API server sends it (the token's node claim included)."""
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "rbac-eviction",
-            "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "eviction",
-            "operation": "CREATE",
-            "namespace": namespace,
-            "name": name,
-            "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}},
-            "userInfo": {
-                "username": "system:serviceaccount:x:sidecar",
-                "extra": {"authentication.kubernetes.io/node-name": [node]},
-            },
-        },
-    }
-
-
 def exercise_webhook(
     cluster: ControlPlane, installed: InstalledRbac, tmp_path: Path, audit_log: Path, *, evict: bool = False
 ) -> None:
@@ -246,7 +225,7 @@ def exercise_webhook(
         )
         if evict:
             answer = server.session.post(
-                server.url + "/validate", json=eviction_review(NAMESPACE, "absent", "n1"), timeout=30
+                server.url + "/validate", json=eviction_review("n1", NAMESPACE, "absent"), timeout=30
             )
             assert answer.status_code == 200 and answer.json()["response"]["allowed"], answer.text
 

@@ -10,24 +10,13 @@ import jsonpatch
 import pytest
 from prometheus_client import REGISTRY
 
-from testkit.reviews import PC_GVR, patch_ops, pod, priority_class, review
-from testkit.server import EXAMPLE_CLASSES
+from testkit.reviews import PC_GVR, eviction_review, patch_ops, pod, priority_class, review
 from webhook.policy.class_model import ClassSet, StaticClassStore
 from webhook.policy.eviction_rules import PodLookupError
 from webhook.policy.pod_rules import PodOptions
 from webhook.server.app import MAX_BODY_BYTES, create_app
-from webhook.server.metrics import MULTIPROC_ENV
-from webhook.server.store import StoreSpec, open_store
 
-
-@pytest.fixture(autouse=True)
-def _single_process_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def store() -> Any:
-    return open_store(StoreSpec(classes=(str(EXAMPLE_CLASSES),)))
+pytestmark = pytest.mark.usefixtures("single_process_metrics")
 
 
 @pytest.fixture()
@@ -381,24 +370,6 @@ class _PodNodes:
         return self.answer
 
 
-def _eviction(node: str | None) -> dict[str, Any]:
-    user: dict[str, Any] = {"username": "system:serviceaccount:pw:pw-sidecar"}
-    if node is not None:
-        user["extra"] = {"authentication.kubernetes.io/node-name": [node]}
-    request = {
-        "uid": "e-1",
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "operation": "CREATE",
-        "namespace": "ns",
-        "name": "web",
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web"}},
-        "userInfo": user,
-    }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
 @pytest.mark.parametrize(
     ("pods", "claim", "status", "allowed", "result"),
     [
@@ -414,7 +385,7 @@ def test_validate_checks_the_sidecars_evictions(
 ) -> None:
     labels = {"webhook": "validate", "operation": "CREATE", "resource": "pods/eviction", "result": result}
     before = REGISTRY.get_sample_value("priority_webhook_admission_requests_total", labels) or 0.0
-    resp = post(create_app(store, pods=pods).test_client(), "/validate", _eviction(claim))
+    resp = post(create_app(store, pods=pods).test_client(), "/validate", eviction_review(claim))
     assert resp.status_code == status
     if allowed is None:
         assert resp.get_json() == {"error": "reading pod ns/web: HTTP 500"}

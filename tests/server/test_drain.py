@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import h11
-import pytest
 
 from webhook.files import tls
 from webhook.server.http1 import Connection, Phase
@@ -51,13 +50,6 @@ class Owner:
 
     def closed_by_server(self, reason: str) -> None:
         pass
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("certs")
-    tls.write_certificates(folder)
-    return folder
 
 
 def test_an_idle_connection_is_closed_with_close_notify_without_waiting_for_the_clients(certs: Path) -> None:

@@ -9,25 +9,15 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from testkit.reviews import PC_GVR, pod, priority_class, review
-from testkit.server import EXAMPLE_CLASSES
+from testkit.reviews import PC_GVR, eviction_review, pod, priority_class, review
 from webhook.policy.class_model import ClassSet, StaticClassStore
 from webhook.review import Stage
 from webhook.server.endpoint import ON_LOOP_MAX_BYTES, ReviewEndpoint
-from webhook.server.metrics import MULTIPROC_ENV
-from webhook.server.store import StoreSpec, open_store
 
 JSON = "application/json"
 
 
-@pytest.fixture(autouse=True)
-def _single_process_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(MULTIPROC_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def store() -> Any:
-    return open_store(StoreSpec(classes=(str(EXAMPLE_CLASSES),)))
+pytestmark = pytest.mark.usefixtures("single_process_metrics")
 
 
 def answered(stage: str) -> float:
@@ -125,28 +115,10 @@ class RecordingPodNodes:
         return self.node
 
 
-def eviction(node: str) -> bytes:
-    request = {
-        "uid": "e-1",
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "operation": "CREATE",
-        "namespace": "ns",
-        "name": "web",
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web"}},
-        "userInfo": {
-            "username": "system:serviceaccount:pw:pw-sidecar",
-            "extra": {"authentication.kubernetes.io/node-name": [node]},
-        },
-    }
-    return body({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
-
-
 def test_an_eviction_that_needs_its_pods_node_is_looked_up_in_a_thread_only(store: Any) -> None:
     pods = RecordingPodNodes("node-a")
     endpoint = ReviewEndpoint(Stage.VALIDATE, store, pods=pods)
-    data = eviction("node-a")
+    data = body(eviction_review("node-a"))
     before = answered("validate")
     assert endpoint.answer_on_loop(JSON, data) is None
     assert pods.asked == [] and answered("validate") == before
@@ -158,6 +130,6 @@ def test_an_eviction_that_needs_its_pods_node_is_looked_up_in_a_thread_only(stor
 def test_an_eviction_without_a_cluster_is_answered_on_the_loop(store: Any) -> None:
     """Nothing to look up (no cluster: the webhook cannot know the pod's node), so nothing to wait for."""
     endpoint = ReviewEndpoint(Stage.VALIDATE, store)
-    answer = endpoint.answer_on_loop(JSON, eviction("node-a"))
+    answer = endpoint.answer_on_loop(JSON, body(eviction_review("node-a")))
     assert answer is not None and answer[0] == 200
     assert json.loads(answer[1])["response"]["allowed"] is False

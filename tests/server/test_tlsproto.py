@@ -24,13 +24,6 @@ from webhook.server.tlscontext import server_context
 from webhook.server.tlsproto import READ_SIZE, SharedBufferSSLProtocol, accept_tls
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("certs")
-    tls.write_certificates(folder)
-    return folder
-
-
 def test_protocols_share_one_read_buffer_and_allocate_none(certs: Path) -> None:
     context = server_context(certs / tls.TLS_CERT, certs / tls.TLS_KEY)
     loop = asyncio.new_event_loop()
