@@ -17,7 +17,6 @@ No process outlives the test run: every child is asked to receive SIGTERM when t
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import ctypes
@@ -29,7 +28,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +40,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from testkit import live
 from testkit.wait import wait_for
 from webhook.files import tls
 
@@ -159,26 +158,6 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
-_LIVE: set[ControlPlane] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def _stop_all() -> None:
-    with _LIVE_LOCK:
-        planes = list(_LIVE)
-    for plane in planes:
-        plane.stop()
-
-
-atexit.register(_stop_all)
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    _stop_all()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
 @dataclass
 class Process:
     name: str
@@ -293,13 +272,7 @@ class ControlPlane:
             ca,
         )
         plane.write_kubeconfig(plane.kubeconfig, "admin", ("system:masters",))
-        with _LIVE_LOCK:
-            _LIVE.add(plane)
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
-            signal.SIG_DFL,
-            None,
-        ):
-            signal.signal(signal.SIGTERM, _on_sigterm)
+        live.track(plane, plane.stop)
         try:
             plane._add(
                 "etcd",
@@ -451,8 +424,7 @@ class ControlPlane:
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             if name in self.processes:
                 self.processes[name].stop()
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
+        live.forget(self)
 
     def restart_apiserver(self, timeout: float = 120.0, *, stop_timeout: float = 15.0) -> None:
         """Stop kube-apiserver and start it again with the same flags, port and storage.

@@ -19,17 +19,16 @@ so a failing test that tracks the plane gets the kubelet's tail in its report.
 
 from __future__ import annotations
 
-import atexit
 import datetime
 import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testkit import live
 from testkit.envtest import ControlPlane, Process, _die_with_parent, free_ports
 from testkit.wait import wait_for
 
@@ -69,21 +68,6 @@ class _KubeletProcess(Process):
                 env={**os.environ, **self.env},
                 preexec_fn=_die_with_parent,
             )
-
-
-_LIVE: set[HollowNode] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def _stop_all() -> None:
-    with _LIVE_LOCK:
-        nodes = list(_LIVE)
-    for node in nodes:
-        node.stop()
-        shutil.rmtree((node.workdir / "tmp").resolve(), ignore_errors=True)
-
-
-atexit.register(_stop_all)  # registered after envtest's: runs first, before the API server stops
 
 
 @dataclass(eq=False)
@@ -137,8 +121,7 @@ class HollowNode:
         )
         node = cls(plane, name, workdir, process)
         plane.processes[process.name] = process  # its log goes with the plane's into a failing report
-        with _LIVE_LOCK:
-            _LIVE.add(node)
+        live.track(node, node.close_process)
         try:
             node.start(timeout)
         except BaseException:
@@ -158,16 +141,19 @@ class HollowNode:
         """SIGTERM (the hollow kubelet stops at once); the Node and its pods stay in the API."""
         self.process.stop(10.0)
 
+    def close_process(self) -> None:
+        """Stop the kubelet and remove its scratch files (what the process leaves when it exits)."""
+        self.stop()
+        shutil.rmtree((self.workdir / "tmp").resolve(), ignore_errors=True)
+
     def restart(self, timeout: float = 90.0) -> None:
         self.stop()
         self.start(timeout)
 
     def close(self) -> None:
         """Stop the kubelet and remove its Node (pods bound to it stay: their namespaces go with the test)."""
-        self.stop()
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        shutil.rmtree((self.workdir / "tmp").resolve(), ignore_errors=True)
+        self.close_process()
+        live.forget(self)
         self.plane.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false", check=False)
 
     def running(self) -> bool:
