@@ -164,6 +164,7 @@ class Process:
     args: list[str]
     log: Path
     popen: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # on top of this process's (the kubelet's $TMPDIR)
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
@@ -172,6 +173,7 @@ class Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
                 preexec_fn=_die_with_parent,
             )
 

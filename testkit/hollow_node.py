@@ -22,14 +22,13 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testkit import live
-from testkit.envtest import ControlPlane, Process, _die_with_parent, free_ports
+from testkit.envtest import ControlPlane, Process, free_ports
 from testkit.wait import wait_for
 
 KUBEMARK = "kubemark"
@@ -53,29 +52,11 @@ def unavailable(plane: ControlPlane) -> str | None:
 
 
 @dataclass(eq=False)
-class _KubeletProcess(Process):
-    """A Process with its own environment: the kubelet keeps its root dir and runtime socket in $TMPDIR."""
-
-    env: dict[str, str] = field(default_factory=dict)
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.popen = subprocess.Popen(
-                self.args,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env},
-                preexec_fn=_die_with_parent,
-            )
-
-
-@dataclass(eq=False)
 class HollowNode:
     plane: ControlPlane
     name: str
     workdir: Path
-    process: _KubeletProcess
+    process: Process
     started_at: datetime.datetime | None = None
     _old_roots: frozenset[Path] = frozenset()
 
@@ -116,9 +97,7 @@ class HollowNode:
         if labels:
             args.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
         args += flags
-        process = _KubeletProcess(
-            f"kubelet {name}", args, workdir / "kubemark.log", env={"TMPDIR": str(short)}
-        )
+        process = Process(f"kubelet {name}", args, workdir / "kubemark.log", env={"TMPDIR": str(short)})
         node = cls(plane, name, workdir, process)
         plane.processes[process.name] = process  # its log goes with the plane's into a failing report
         live.track(node, node.close_process)
