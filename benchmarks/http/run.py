@@ -6,7 +6,11 @@ alike. Each of the webhook and the floor runs twice: with the serving worker of 
 and with gunicorn's gthread worker, the one used before (`--no-gthread` skips those). Prints throughputs,
 p50/p99 latencies, and ratios per round (medians).
 
-    .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8]
+    .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8] [--baseline DIR]
+
+`--baseline DIR` adds the webhook of another checkout (a worktree of an earlier commit) as one more server
+in the same rounds: "webhook-baseline". Every server's CPU per request (its master and workers, from
+/proc, over each round) is reported beside its throughput.
 
 Needs `wrk` (Debian package; installed with apt-get when missing and running as root).
 """
@@ -174,6 +178,23 @@ class Server:
     url: str
     process: subprocess.Popen
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the server's master and its workers."""
+        pids = [self.process.pid] + [
+            int(p)
+            for p in subprocess.run(
+                ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True
+            ).stdout.split()
+        ]
+        total = 0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # a worker that exited between the listing and the read
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -184,11 +205,17 @@ class Server:
 
 
 def start(
-    name: str, cmd: list[str], port: int, ca: Path, log: Path, env: dict[str, str] | None = None
+    name: str,
+    cmd: list[str],
+    port: int,
+    ca: Path,
+    log: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> Server:
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+            cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
     server = Server(name, f"https://127.0.0.1:{port}", process)
     session = requests.Session()
@@ -213,6 +240,7 @@ class Round:
     p50_ms: float
     p99_ms: float
     requests: int
+    cpu_us: float = 0.0  # the server's CPU per request
 
 
 def run_wrk(wrk: str, server: Server, args: argparse.Namespace, review_file: Path, duration: int) -> Round:
@@ -254,6 +282,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also run the webhook of this checkout (e.g. a worktree of an earlier commit): webhook-baseline",
+    )
+    parser.add_argument(
         "--no-gthread",
         dest="gthread",
         action="store_false",
@@ -292,6 +326,22 @@ def main() -> int:
             port = free_port()
             floor_cmd = [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{port}", *shape]
             servers.append(start("floor" + suffix, floor_cmd, port, ca, work / f"floor{suffix}.log", env))
+        if args.baseline:
+            port = free_port()
+            serve = [
+                sys.executable,
+                "-m",
+                "webhook",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{port}",
+                *shape,
+                *classes,
+            ]
+            baseline_log = work / "webhook-baseline.log"
+            servers.append(
+                start("webhook-baseline", serve, port, ca, baseline_log, cwd=args.baseline.resolve())
+            )
 
         for server in servers:
             if server.name.startswith("webhook"):
@@ -304,11 +354,13 @@ def main() -> int:
         for i in range(args.rounds):
             order = servers if i % 2 == 0 else servers[::-1]
             for server in order:
+                used = server.cpu_seconds()
                 r = run_wrk(wrk, server, args, review_file, args.duration)
+                r.cpu_us = (server.cpu_seconds() - used) / r.requests * 1e6
                 results[server.name].append(r)
                 print(
                     f"round {i + 1} {server.name:16s} {r.rps:8.0f} req/s  p50 {r.p50_ms:6.2f} ms  "
-                    f"p99 {r.p99_ms:6.2f} ms",
+                    f"p99 {r.p99_ms:6.2f} ms  CPU {r.cpu_us:5.0f} us/request",
                     file=sys.stderr,
                 )
 
@@ -334,8 +386,17 @@ def main() -> int:
             rps = statistics.median(r.rps for r in rounds)
             p50 = statistics.median(r.p50_ms for r in rounds)
             p99 = statistics.median(r.p99_ms for r in rounds)
-            figures[name] = {"rps": round(rps), "p50_ms": round(p50, 2), "p99_ms": round(p99, 2)}
-            print(f"{name:16s} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
+            cpu = statistics.median(r.cpu_us for r in rounds)
+            figures[name] = {
+                "rps": round(rps),
+                "p50_ms": round(p50, 2),
+                "p99_ms": round(p99, 2),
+                "cpu_us_per_request": round(cpu),
+            }
+            print(
+                f"{name:16s} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+                f"CPU {cpu:5.0f} us/request"
+            )
         comparisons = [("webhook", "floor")]
         if args.gthread:
             comparisons += [
@@ -343,12 +404,14 @@ def main() -> int:
                 ("webhook", "webhook-gthread"),
                 ("floor", "floor-gthread"),
             ]
+        if args.baseline:
+            comparisons.append(("webhook", "webhook-baseline"))
         for a, b in comparisons:
-            rps_ratio, p99_ratio = ratio(a, b, "rps"), ratio(a, b, "p99_ms")
-            figures[f"{a}/{b}"] = {"throughput": rps_ratio, "p99": p99_ratio}
+            rps_ratio, p99_ratio, cpu_ratio = ratio(a, b, "rps"), ratio(a, b, "p99_ms"), ratio(a, b, "cpu_us")
+            figures[f"{a}/{b}"] = {"throughput": rps_ratio, "p99": p99_ratio, "cpu_per_request": cpu_ratio}
             print(
                 f"{a + ' / ' + b:32s} throughput {rps_ratio:.3f}  p99 {p99_ratio:.3f}  "
-                "(median of per-round ratios)"
+                f"CPU per request {cpu_ratio:.3f}  (median of per-round ratios)"
             )
         if args.json:
             print(json.dumps(figures))
