@@ -21,7 +21,8 @@ Loopback only, bounded in time. What runs:
   connections dripping a request header a byte every 5 s), re-opened whenever the server closes them.
 
 Measured: creations on A and how they compare with B's in-tree answer for the same pod: agree; disagree
-within `--window` s of a class write (the two clusters' caches see a write at different moments);
+within `--window` s of a class write, from its first request to B until A's last answer (the two
+clusters' caches see a write at different moments, and A's own write can take seconds);
 disagree otherwise (wrong); refused on A while B admitted, by cause (the webhook's denial, the webhook
 unreachable or timed out, A's API server unavailable during its own restart); kube-system pods admitted
 without priority (mutation skipped). Staleness: after each class write, how long until both replicas
@@ -84,7 +85,10 @@ class Classes:
 
     def __init__(self) -> None:
         self.state: dict[str, tuple[int, bool]] = {}
-        self.writes: list[float] = []  # monotonic time each write reached both clusters
+        # Each write as (first request sent to B, last answer from A), monotonic: a class is deleted on B
+        # before A, so for as long as A's requests take (A's API server restarting, our webhook validating
+        # the write) the clusters differ by design.
+        self.writes: list[tuple[float, float]] = []
         self.lock = threading.Lock()
 
     def class_set(self) -> ClassSet:
@@ -93,7 +97,7 @@ class Classes:
 
     def near_write(self, start: float, end: float, window: float) -> bool:
         with self.lock:
-            return any(start - window <= t <= end + window for t in self.writes)
+            return any(begun - window <= end and start <= done + window for begun, done in self.writes)
 
 
 class Cluster:
@@ -145,12 +149,13 @@ def churn(a: Cluster, b: Cluster, classes: Classes, stop: threading.Event, inter
                 value = rng.randint(1, 1_000_000)
                 ops.append(("POST", CLASSES, priority_class(name, value)))
                 state[name] = (value, False)
+            begun = time.monotonic()
             for method, path, body in ops:
                 b.write(method, path, body, stop)
                 a.write(method, path, body, stop)
             with classes.lock:
                 classes.state = state
-                classes.writes.append(time.monotonic())
+                classes.writes.append((begun, time.monotonic()))
 
 
 # ---- pods created on both ------------------------------------------------------------------------------
@@ -485,7 +490,7 @@ def staleness(
             if len(classes.writes) == seen_writes:
                 continue
             seen_writes = len(classes.writes)
-            written, expected_set = classes.writes[-1], classes.class_set()
+            written, expected_set = classes.writes[-1][1], classes.class_set()
         names: list[str | None] = [None, *POOL]
         want = {name: expected_answer(expected_set, name) for name in names}
         streak = 0
@@ -628,7 +633,14 @@ def main() -> int:
         kind = classify(result, classes, args.window)
         tally[kind] += 1
         if kind != "agree" and len(examples.setdefault(kind, [])) < 3:
-            examples[kind].append({k: result[k] for k in ("namespace", "a", "b")})
+            example = {k: result[k] for k in ("namespace", "a", "b")}
+            example["sent_s"] = round(result["sent"] - started, 2)  # seconds into the run
+            example["last_write_s"] = [  # the class write before it, seconds into the run: (begun, done)
+                [round(t - started, 2) for t in write]
+                for write in classes.writes
+                if write[0] <= result["sent"]
+            ][-1:]
+            examples[kind].append(example)
     latencies = [r["answered"] - r["sent"] for r in results if r["a"]["code"] and r["a"]["code"] < 300]
     stale = [s for _, s in samples]
     report: dict[str, Any] = {
