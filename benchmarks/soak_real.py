@@ -153,9 +153,13 @@ def churn(a: Cluster, b: Cluster, classes: Classes, stop: threading.Event, inter
             for method, path, body in ops:
                 b.write(method, path, body, stop)
                 a.write(method, path, body, stop)
+            done = time.monotonic()
             with classes.lock:
                 classes.state = state
-                classes.writes.append((begun, time.monotonic()))
+                classes.writes.append((begun, done))
+            if done - begun > 2:
+                requests_made = " + ".join(f"{method} {path}" for method, path, _ in ops)
+                log(f"class write took {done - begun:.1f}s: {requests_made}")
 
 
 # ---- pods created on both ------------------------------------------------------------------------------
