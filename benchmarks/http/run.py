@@ -308,36 +308,22 @@ def main() -> int:
         shape = ["--cert-dir", str(certs), "--workers", str(args.workers), "--threads", str(args.threads)]
         classes = ["--classes", str(REPO / "examples" / "priorityclasses.yaml")]
         designs = {"": {}}
+
+        def serve_command(port: int) -> list[str]:
+            return [sys.executable, "-m", "webhook", "serve", "--bind", f"127.0.0.1:{port}", *shape, *classes]
+
         if args.gthread:
             designs["-gthread"] = {"PRIORITY_WEBHOOK_WORKER_CLASS": "gthread"}
         for suffix, env in designs.items():
             port = free_port()
-            serve = [
-                sys.executable,
-                "-m",
-                "webhook",
-                "serve",
-                "--bind",
-                f"127.0.0.1:{port}",
-                *shape,
-                *classes,
-            ]
+            serve = serve_command(port)
             servers.append(start("webhook" + suffix, serve, port, ca, work / f"webhook{suffix}.log", env))
             port = free_port()
             floor_cmd = [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{port}", *shape]
             servers.append(start("floor" + suffix, floor_cmd, port, ca, work / f"floor{suffix}.log", env))
         if args.baseline:
             port = free_port()
-            serve = [
-                sys.executable,
-                "-m",
-                "webhook",
-                "serve",
-                "--bind",
-                f"127.0.0.1:{port}",
-                *shape,
-                *classes,
-            ]
+            serve = serve_command(port)
             baseline_log = work / "webhook-baseline.log"
             servers.append(
                 start("webhook-baseline", serve, port, ca, baseline_log, cwd=args.baseline.resolve())
