@@ -465,6 +465,31 @@ def test_metrics_add_up_across_workers(server: WebhookServer, metrics_parent: Pa
     assert histogram
 
 
+def test_the_access_log_has_a_line_per_request_whichever_way_it_was_answered(tmp_path: Path) -> None:
+    """`--access-log`: method, path without its query, status and size, the same for a review answered on
+    the worker's loop, one answered in a pool thread (over the loop's size bound) and a probe."""
+    large = pod(name="large")
+    large["metadata"]["annotations"] = {"filler": "x" * 100_000}
+    with webhook_server(tmp_path, "--classes", str(EXAMPLE_CLASSES), "--access-log") as logged:
+        small_answer = logged.session.post(
+            logged.url + "/mutate?timeout=10s", json=review(pod(name="small")), timeout=10
+        )
+        large_answer = logged.session.post(
+            logged.url + "/validate?timeout=10s", json=review(large), timeout=10
+        )
+        assert small_answer.status_code == large_answer.status_code == 200
+        assert logged.session.get(logged.url + "/healthz", timeout=10).status_code == 200
+        lines = [
+            f'"POST /mutate" 200 {len(small_answer.content)} ',
+            f'"POST /validate" 200 {len(large_answer.content)} ',
+            '"GET /healthz" 200 ',
+        ]
+        # Each worker logs after it has sent its answer: wait for the lines, not for the answers.
+        wait_for(lambda: all(line in logged.log() for line in lines), timeout=30, what=f"log lines {lines}")
+        log = logged.log()
+    assert "timeout=10s" not in log and "small" not in log
+
+
 def test_no_access_log_by_default(server: WebhookServer) -> None:
     server.review("/mutate", review(pod(name="log-probe")))
     log = server.log()

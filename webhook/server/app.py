@@ -19,8 +19,8 @@ from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.server import metrics
-from webhook.server.endpoint import JSON, READY_WAIT, BadRequest, ReviewEndpoint, endpoints
-from webhook.server.limits import MAX_BODY_BYTES
+from webhook.server.endpoint import READY_WAIT, BadRequest, ReviewEndpoint, endpoints
+from webhook.server.limits import JSON, MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 

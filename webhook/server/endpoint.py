@@ -6,8 +6,8 @@ worker, which answers a small review on its event loop as soon as the body is re
 instead of handing it to a pool thread and back. That hand-off and Flask's request machinery were half of
 what a review cost the server (docs/performance.md, "Ours against the floor"). A review that must wait
 (the class cache's first sync, an eviction's pod lookup from the API server) never waits on the loop:
-`answer(..., on_loop=True)` returns None for it before deciding anything, and the worker runs it in a
-thread through the WSGI app.
+`answer_on_loop` returns None for it before deciding anything, and the worker runs it in a thread through
+the WSGI app.
 
 No Flask here: the worker calls this without a request context.
 """
@@ -28,7 +28,7 @@ from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.review.routes import LABELS
 from webhook.server import metrics
-from webhook.server.limits import error_body
+from webhook.server.limits import JSON, error_body
 
 # How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the
 # API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
@@ -37,7 +37,6 @@ READY_WAIT = 2.0
 # the API server sends it is a few KiB (about 0.1 ms); an UPDATE of a 3 MiB object would hold every other
 # connection of the worker for tens of milliseconds, so it goes to a thread.
 ON_LOOP_MAX_BYTES = 64 * 1024
-JSON = "application/json"
 EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)

@@ -28,8 +28,8 @@ from typing import Any, Protocol, cast
 
 import h11
 
-from webhook.server.limits import Limits, error_response
-from webhook.server.wsgi import Answer, request_environ
+from webhook.server.limits import JSON, Limits, error_body, error_response
+from webhook.server.wsgi import Answer, request_environ, request_path
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("webhook.access")
@@ -53,11 +53,7 @@ READ_BUFFER = 64 * 1024
 # buffer_updated() copies the bytes out before the next read. A buffer per connection was 64 KiB for each
 # connection held, silent ones included.
 _READ_VIEW = memoryview(bytearray(READ_BUFFER))
-INTERNAL_ERROR: Answer = (
-    "500 Internal Server Error",
-    [("Content-Type", "application/json")],
-    b'{"error":"internal error"}',
-)
+INTERNAL_ERROR: Answer = ("500 Internal Server Error", [("Content-Type", JSON)], error_body("internal error"))
 
 
 class Owner(Protocol):
@@ -279,12 +275,12 @@ class Connection(asyncio.BufferedProtocol):
         try:
             answer = self.owner.answer_now(request, body)
         except Exception:
-            log.exception(
-                "unexpected error answering %s %s", request.method.decode(), request.target.decode()
-            )
             answer = INTERNAL_ERROR
+            log.exception(
+                "unexpected error answering %s %s", request.method.decode("ascii"), request_path(request)
+            )
         if answer is not None:
-            self._finish(request.method.decode("ascii"), request.target.decode("latin-1"), answer, started)
+            self._finish(request.method.decode("ascii"), request_path(request), answer, started)
             return
         environ = request_environ(
             request,
@@ -302,9 +298,9 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("unexpected error answering %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"])
             answer = INTERNAL_ERROR
-        self._finish(environ["REQUEST_METHOD"], environ["RAW_URI"], answer, started)
+        self._finish(environ["REQUEST_METHOD"], environ["PATH_INFO"], answer, started)
 
-    def _finish(self, method: str, target: str, answer: Answer, started: float) -> None:
+    def _finish(self, method: str, path: str, answer: Answer, started: float) -> None:
         if self.phase is Phase.CLOSED:
             return
         status, headers, body = answer
@@ -315,7 +311,7 @@ class Connection(asyncio.BufferedProtocol):
                 '%s "%s %s" %s %d %.1fms',
                 peer[0] if peer else "-",
                 method,
-                target,
+                path,
                 status.split(" ", 1)[0],
                 len(body),
                 (time.perf_counter() - started) * 1000,

@@ -40,7 +40,7 @@ import h11
 from gunicorn.workers.base import Worker
 
 from webhook.server.http1 import Connection, Phase
-from webhook.server.limits import Limits
+from webhook.server.limits import JSON, Limits
 from webhook.server.tlsproto import accept_tls
 from webhook.server.wsgi import Answer, call_wsgi
 
@@ -48,7 +48,7 @@ HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worke
 # How often, at most, freed heap memory is handed back to the system after connections have closed.
 TRIM_INTERVAL = 10.0
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
-_JSON_TYPE = ("Content-Type", "application/json")
+_JSON_TYPE = ("Content-Type", JSON)
 # accept() errors that mean "out of a resource for now": wait a little instead of spinning.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 

@@ -24,13 +24,13 @@ def request_environ(
 ) -> dict[str, Any]:  # sockname, peername: the transport's extra info (a tuple, or None)
     """The WSGI environ of a request read whole: `body` is all of it, so there is no chunked framing."""
     target = request.target
-    path, _, query = target.partition(b"?")
+    query = target.partition(b"?")[2]
     server = sockname or ("", 0)
     peer = peername or ("", 0)
     environ: dict[str, Any] = {
         "REQUEST_METHOD": request.method.decode("ascii"),
         "SCRIPT_NAME": "",
-        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
+        "PATH_INFO": request_path(request),
         "QUERY_STRING": query.decode("latin-1"),
         "RAW_URI": target.decode("latin-1"),
         "SERVER_NAME": str(server[0]),
@@ -58,6 +58,11 @@ def request_environ(
             key = "HTTP_" + name.upper().replace("-", "_")
             environ[key] = f"{environ[key]},{value}" if key in environ else value
     return environ
+
+
+def request_path(request: h11.Request) -> str:
+    """PATH_INFO: the target's path, percent-decoded, without the query (the access log shows the same)."""
+    return unquote_to_bytes(request.target.partition(b"?")[0]).decode("latin-1")
 
 
 def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
