@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,26 +42,11 @@ from testkit.hostile import (  # noqa: E402
     hostile_clients,
     raise_open_files_limit,
 )
+from testkit.processes import cpu_seconds  # noqa: E402
 from testkit.server import EXAMPLE_CLASSES, WebhookServer, webhook_server  # noqa: E402
 
 INTERVAL = 0.25
 BOUND = 1.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its children still alive (the gunicorn master and workers)."""
-    pids = [pid] + [
-        int(p)
-        for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    ]
-    total = 0
-    for p in pids:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def open_connections(server: WebhookServer) -> float:

@@ -42,6 +42,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from testkit import processes  # noqa: E402
 from testkit.hostile import hostile_clients, mutate_request, raise_open_files_limit  # noqa: E402
 from testkit.server import free_port  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
@@ -54,12 +55,8 @@ LOADS = ("keepalive", "fresh", "churn", "soak", "held")
 
 def rss_mib(master: int) -> tuple[float, list[float]]:
     """RSS of the master and of each of its children, MiB."""
-    pids = [master] + [
-        int(p)
-        for p in subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True).stdout.split()
-    ]
     each = []
-    for pid in pids:
+    for pid in processes.tree(master):
         try:
             text = Path(f"/proc/{pid}/status").read_text()
         except OSError:

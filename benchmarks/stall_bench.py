@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from testkit import processes  # noqa: E402
 from testkit.hostile import mutate_body  # noqa: E402
 from testkit.server import EXAMPLE_CLASSES, WebhookServer, free_port, webhook_server  # noqa: E402
 from webhook.files import tls  # noqa: E402
@@ -154,9 +154,8 @@ def client(port: int, ca: Path, seen: Seen, until: float, interval: float, stall
 
 
 def signal_tree(pid: int, sig: int) -> None:
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    for p in [pid, *map(int, children)]:
-        os.kill(p, sig)
+    for each in processes.tree(pid):
+        os.kill(each, sig)
 
 
 def run(args: argparse.Namespace, name: str, probe: tuple[int, int, int], work: Path) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from testkit import processes  # noqa: E402
 from testkit.server import free_port  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
@@ -180,20 +181,7 @@ class Server:
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by the server's master and its workers."""
-        pids = [self.process.pid] + [
-            int(p)
-            for p in subprocess.run(
-                ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True
-            ).stdout.split()
-        ]
-        total = 0
-        for pid in pids:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # a worker that exited between the listing and the read
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / os.sysconf("SC_CLK_TCK")
+        return processes.cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

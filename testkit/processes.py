@@ -1,0 +1,36 @@
+"""A server under test as the kernel sees it: its process and its children (gunicorn's master and its
+workers), and the CPU they have used, read from /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its children alive now (one level: a gunicorn master's workers)."""
+    children: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return [pid]  # gone: callers read nothing from it either
+    for task in tasks:
+        try:
+            children += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue  # a thread that ended while we read
+    return [pid, *children]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU used so far by `pid` and its children alive now."""
+    total = 0
+    for each in tree(pid):
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a worker that exited between the listing and the read
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
