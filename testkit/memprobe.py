@@ -29,7 +29,8 @@ FILE_ENV = "MEMPROBE_FILE"
 # Types whose live instances are counted: a connection's own state, from the socket up.
 COUNTED = {
     ("webhook.server.http1", "Connection"): "connection",
-    ("h11._connection", "Connection"): "h11",
+    ("webhook.server.reader", "RequestReader"): "reader",
+    ("httptools.parser.parser", "HttpRequestParser"): "parser",
     ("asyncio.sslproto", "SSLProtocol"): "ssl protocol",
     ("webhook.server.tlsproto", "SharedBufferSSLProtocol"): "ssl protocol",
     ("asyncio.sslproto", "_SSLProtocolTransport"): "ssl transport",

@@ -12,11 +12,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import h11
-
 from webhook.files import tls
 from webhook.server.http1 import Connection, Phase
 from webhook.server.limits import Limits
+from webhook.server.reader import Request
 from webhook.server.tlscontext import server_context
 from webhook.server.tlsproto import accept_tls
 from webhook.server.wsgi import Answer
@@ -36,7 +35,7 @@ class Owner:
         self.loop = loop
         self.forgotten = loop.create_future()
 
-    def answer_now(self, request: h11.Request, body: bytes) -> Answer | None:
+    def answer_now(self, request: Request) -> Answer | None:
         return None  # in "the pool", as for any request the loop does not answer itself
 
     def run_app(self, environ: dict[str, Any]) -> asyncio.Future[Answer]:

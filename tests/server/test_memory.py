@@ -46,7 +46,8 @@ TRACED_SLACK = 1024 * 1024
 # The connection's own objects: each must be back to its count at rest.
 CONNECTION_OBJECTS = (
     "connection",
-    "h11",
+    "reader",
+    "parser",
     "ssl protocol",
     "ssl transport",
     "socket transport",

@@ -411,6 +411,73 @@ def test_hundreds_of_pipelined_reviews_answered_on_the_loop_and_in_threads_keep_
     assert seen == expected
 
 
+def test_a_client_expecting_100_continue_is_told_to_send_its_body(server: WebhookServer) -> None:
+    body = json.dumps(review(pod(), uid="continued")).encode()
+    with raw_tls(server) as sock:
+        sock.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            interim += sock.recv(1)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        status, _, answer = read_response(sock)
+    assert status == 200 and json.loads(answer)["response"]["uid"] == "continued"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /mutate HTTP/1.0\r\n",
+        b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n",
+    ],
+    ids=["HTTP/1.0", "Connection: close"],
+)
+def test_a_client_that_allows_no_second_request_is_answered_and_closed(
+    server: WebhookServer, head: bytes
+) -> None:
+    body = json.dumps(review(pod(), uid="once")).encode()
+    with raw_tls(server) as sock:
+        sock.sendall(
+            head + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        status, headers, answer = read_response(sock)
+        assert closed_by_server(sock)
+    assert status == 200 and json.loads(answer)["response"]["uid"] == "once"
+    assert headers["connection"] == "close"
+
+
+def test_a_protocol_switch_offered_is_answered_as_http_1_1_or_refused_with_a_body(
+    server: WebhookServer,
+) -> None:
+    """Over TLS only ALPN switches protocols (and the server offers HTTP/1.1): an Upgrade header is answered
+    as a plain request and the connection closed; with a body it is refused, never answered without it."""
+    upgrade = b"Connection: Upgrade\r\nUpgrade: h2c\r\n"
+    with raw_tls(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + upgrade + b"\r\n")
+        status, headers, _ = read_response(sock)
+        assert status == 200 and headers["connection"] == "close" and closed_by_server(sock)
+    body = json.dumps(review(pod())).encode()
+    with raw_tls(server) as sock:
+        sock.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: localhost\r\n%sContent-Length: %d\r\n\r\n%s"
+            % (upgrade, len(body), body)
+        )
+        status, _, answer = read_response(sock)
+        assert closed_by_server(sock)
+    assert status == 400 and json.loads(answer)["error"] == "request: a protocol switch (Upgrade) with a body"
+
+
+def test_a_request_arriving_a_few_bytes_at_a_time_is_answered(server: WebhookServer) -> None:
+    wire = mutate_request("dripped")
+    with raw_tls(server) as sock:
+        for start in range(0, len(wire), 97):
+            sock.sendall(wire[start : start + 97])
+        assert json.loads(read_response(sock)[2])["response"]["uid"] == "dripped"
+
+
 # -- probes, metrics, logs -------------------------------------------------------------------------------
 
 

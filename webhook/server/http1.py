@@ -1,15 +1,16 @@
 """One HTTP/1.1 connection of the serving loop: a whole request is read, under one deadline, before any
 thread is used for it.
 
-The worker's asyncio loop owns every connection (webhook.server.worker); h11 parses. A connection is in
-one phase at a time:
+The worker's asyncio loop owns every connection (webhook.server.worker); webhook.server.reader parses. A
+connection is in one phase at a time:
 
 - READING: from the first byte of a request (for a connection's first request: from the end of the TLS
   handshake) the client has `request_timeout` seconds for the request line, the headers and the whole body.
   A dripping or silent client is answered 408 (or, if it sent nothing, dropped) at the deadline, however
   slowly it sends: the deadline is for the request, not for each read.
 - BUSY: the complete request is answered: at once on the loop when the worker can (a small review), else
-  in the worker's thread pool (the WSGI app); a pipelined request waits until the answer is sent.
+  in the worker's thread pool (the WSGI app); a pipelined request is read, and waits until the answer is
+  sent (reading stops once a request's worth waits).
 - IDLE: kept alive between requests, closed after `keepalive` seconds.
 
 Errors found while reading (malformed request line or headers, a bad Content-Length, headers over
@@ -26,9 +27,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
-import h11
-
 from webhook.server.limits import JSON, Limits, error_body, error_response
+from webhook.server.reader import Refusal, Request, RequestReader
 from webhook.server.wsgi import Answer, request_environ, request_path
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Owner(Protocol):
     draining: bool
     access_log: bool
 
-    def answer_now(self, request: h11.Request, body: bytes) -> Answer | None:
+    def answer_now(self, request: Request) -> Answer | None:
         """The answer, when it can be given on the loop (a small review); None: run the app in a thread."""
         ...
 
@@ -76,17 +76,19 @@ class Owner(Protocol):
 class Connection(asyncio.BufferedProtocol):
     """An accepted connection, from before its TLS handshake to its close."""
 
+    # From the end of the handshake: asyncio calls connection_lost, which closes it, for every connection it
+    # called connection_made for (the reader and its parser refer to each other).
+    reader: RequestReader
+
     def __init__(self, owner: Owner, limits: Limits, loop: asyncio.AbstractEventLoop, scheme: str) -> None:
         self.owner, self.limits, self.loop, self.scheme = owner, limits, loop, scheme
         self.phase = Phase.HANDSHAKE
         self.since = loop.time()  # when the current phase began: the oldest idle connection goes first
         self.transport: asyncio.Transport | None = None
         self.handshake: asyncio.Task[Any] | None = None
-        self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         self.timer: asyncio.TimerHandle | None = None
-        self.request: h11.Request | None = None
-        self.body: list[bytes] = []
-        self.size = 0
+        self.keep_alive = True  # the request being answered allows another one after it
+        self.waiting = 0  # bytes read while a request is answered
         self.received = False  # any byte of the current request
         self.write_paused = False
         self.after_write: Callable[[], None] | None = None
@@ -96,6 +98,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # after the TLS handshake
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
         self.handshake = None
+        self.reader = RequestReader(self.limits)
         self._read_next(first=True)
 
     # A buffered protocol: asyncio's TLS reads decrypted bytes straight into the shared buffer. As a plain
@@ -109,25 +112,27 @@ class Connection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:
         if self.phase in (Phase.CLOSED, Phase.LINGER):
             return
+        self.reader.feed(data)
         if self.phase is Phase.BUSY:
-            # A pipelined request while this one is answered: kept, but reading stops until the answer
+            # A pipelined request while this one is answered: read, but reading stops until the answer
             # is sent once a whole request's worth is waiting (pausing on every request costs a wake-up).
-            self.parser.receive_data(data)
-            if len(self.parser.trailing_data[0]) > self.limits.max_header_bytes and self.transport:
+            self.waiting += len(data)
+            if self.waiting > self.limits.max_header_bytes and self.transport:
                 self.transport.pause_reading()
             return
         if self.phase is Phase.IDLE:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
         self.received = True
-        self.parser.receive_data(data)
-        if self.phase is Phase.READING:
-            self._process()
+        self._process()
 
     def eof_received(self) -> bool:
         if self.phase in (Phase.READING, Phase.IDLE):
-            self.parser.receive_data(b"")
-            self.phase = Phase.READING
-            self._process()
+            self.reader.end_of_input()
+            if self.reader.ready:
+                self.phase = Phase.READING
+                self._process()
+            else:
+                self._close()
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -139,7 +144,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = None
         self.handshake = None
         self.after_write = None
-        self.request, self.body = None, []
+        self.reader.close()
         self.owner.forget(self)
 
     def pause_writing(self) -> None:
@@ -187,66 +192,34 @@ class Connection(asyncio.BufferedProtocol):
             self.timer = self.loop.call_later(timeout, self._expire, reason)
 
     def _read_next(self, first: bool = False) -> None:
-        self.request, self.body, self.size, self.received = None, [], 0, False
-        buffered = bool(self.parser.trailing_data[0])
-        if first or buffered:
+        self.waiting = 0
+        waiting = bool(self.reader.ready)
+        if first or waiting or self.reader.in_message:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
-            self.received = buffered
+            self.received = waiting or self.reader.in_message
         else:
             self._enter(Phase.IDLE, self.limits.keepalive, "idle")
         assert self.transport is not None
         self.transport.resume_reading()
-        if buffered:
+        if waiting:
             # Next turn of the loop: an answer given on the loop lands here from _process, and a client's
             # pipelined requests would otherwise nest one call deeper each.
             self.loop.call_soon(self._process)
+        else:
+            self._process()
 
     def _process(self) -> None:
-        while self.phase is Phase.READING:
-            try:
-                event = self.parser.next_event()
-            except h11.RemoteProtocolError as err:
-                self._refuse_malformed(err)
-                return
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Request):
-                if not self._start(event):
-                    return
-            elif isinstance(event, h11.Data):
-                self.size += len(event.data)
-                if self.size > self.limits.max_body_bytes:
-                    self._refuse(400, f"body: over the {self.limits.max_body_bytes}-byte limit", "protocol")
-                    return
-                self.body.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                self._dispatch()
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                self._close()
-                return
-
-    def _start(self, request: h11.Request) -> bool:
-        self.request = request
-        for name, value in request.headers:
-            if name == b"content-length" and int(value) > self.limits.max_body_bytes:  # h11 checked digits
-                limit = self.limits.max_body_bytes
-                self._refuse(400, f"body: {int(value)} bytes is over the {limit}-byte limit", "protocol")
-                return False
-        if self.parser.they_are_waiting_for_100_continue:
-            self._write(self.parser.send(h11.InformationalResponse(status_code=100, headers=[])))
-        return True
-
-    def _refuse_malformed(self, err: h11.RemoteProtocolError) -> None:
-        status = err.error_status_hint
-        if status == 431:
-            limit = self.limits.max_header_bytes
-            message = f"headers: the request line and headers are over the {limit}-byte limit"
-        elif self.request is None:
-            message = f"request: malformed request line or headers: {err}"
-        else:
-            message = f"body: malformed: {err}"
-        self._refuse(status if 400 <= status < 500 else 400, message, "protocol")
+        if self.phase is not Phase.READING:
+            return
+        if self.reader.ready:
+            item = self.reader.ready.popleft()
+            if isinstance(item, Refusal):
+                self._refuse(item.status, item.message, "protocol")
+            else:
+                self._dispatch(item)
+        elif self.reader.awaiting_continue:
+            self.reader.awaiting_continue = False
+            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _expire(self, reason: str) -> None:
         self.timer = None
@@ -266,14 +239,13 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- answering -----------------------------------------------------------------------------------------
 
-    def _dispatch(self) -> None:
-        assert self.transport is not None and self.request is not None
+    def _dispatch(self, request: Request) -> None:
+        assert self.transport is not None
         self._enter(Phase.BUSY, None)
-        request, body = self.request, b"".join(self.body)
-        self.body = []
+        self.keep_alive = request.keep_alive
         started = time.perf_counter()
         try:
-            answer = self.owner.answer_now(request, body)
+            answer = self.owner.answer_now(request)
         except Exception:
             answer = INTERNAL_ERROR
             log.exception(
@@ -284,7 +256,6 @@ class Connection(asyncio.BufferedProtocol):
             return
         environ = request_environ(
             request,
-            body,
             self.scheme,
             self.transport.get_extra_info("sockname"),
             self.transport.get_extra_info("peername"),
@@ -318,30 +289,25 @@ class Connection(asyncio.BufferedProtocol):
             )
 
     def _send(self, status: str, headers: list[tuple[str, str]], body: bytes, head: bool) -> None:
-        code, _, reason = status.partition(" ")
-        out = [
-            (name, value) for name, value in headers if name.lower() not in ("connection", "content-length")
-        ]
-        out.append(("Content-Length", str(len(body))))
-        if self.owner.draining:
-            out.append(("Connection", "close"))
-        try:
-            data = self.parser.send(h11.Response(status_code=int(code), headers=out, reason=reason))
-            if body and not head:
-                data += self.parser.send(h11.Data(data=body))
-            data += self.parser.send(h11.EndOfMessage())
-        except h11.LocalProtocolError as err:  # a bug of ours; the client still gets one line
-            log.error("cannot send the answer: %s", err)
+        again = self.keep_alive and not self.owner.draining
+        lines = [f"HTTP/1.1 {status}\r\n"]
+        lines.extend(
+            f"{name}: {value}\r\n"
+            for name, value in headers
+            if name.lower() not in ("connection", "content-length")
+        )
+        lines.append(f"Content-Length: {len(body)}\r\n")
+        if not again:
+            lines.append("Connection: close\r\n")
+        head_text = "".join(lines)
+        if head_text.count("\n") != len(lines) or head_text.count("\r") != len(lines):
+            # A header of ours with a line break in it: a bug, and the client still gets one line.
+            log.error("cannot send the answer: a line break in its status or headers: %r", head_text)
             self._write(error_response(500, "internal error"))
             self._close()
             return
-        self._write(data)
-        if (
-            self.parser.our_state is h11.DONE
-            and self.parser.their_state is h11.DONE
-            and not self.owner.draining
-        ):
-            self.parser.start_next_cycle()
+        self._write(head_text.encode("latin-1") + b"\r\n" + (b"" if head else body))
+        if again:
             if self.write_paused:
                 self.after_write = self._read_next
             else:

@@ -15,8 +15,8 @@ import orjson
 # An UPDATE review carries the object twice, each up to the API server's 3 MiB request limit.
 MAX_BODY_BYTES = 7 * 1024 * 1024
 # Request line and headers together. The API server sends a few hundred bytes; gunicorn allowed 4 KiB for
-# the line and 100 fields of 8 KiB each, h11's default is 16 KiB, which is plenty and keeps a dripped
-# header block small.
+# the line and 100 fields of 8 KiB each, h11 (our parser before llhttp) 16 KiB, which is plenty and keeps
+# a dripped header block small.
 MAX_HEADER_BYTES = 16 * 1024
 # Longest a client may take for the TLS handshake, and for a whole request (line, headers and body) from
 # its first byte (or, for the first request of a connection, from the end of the handshake). The API

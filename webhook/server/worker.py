@@ -7,7 +7,7 @@ for as long as it likes (a read timeout bounds each read, not the request), so a
 take every thread and the API server's calls time out. gevent/eventlet would need monkeypatching under
 the kubernetes client's threads and still read in the request's greenlet without an overall deadline.
 
-Here the loop does the TLS handshake (bounded), reads and parses each request whole (h11, under one
+Here the loop does the TLS handshake (bounded), reads and parses each request whole (llhttp, under one
 deadline, webhook.server.http1), and only then answers it: a small review on the loop itself, through the
 endpoint the app also uses (webhook.server.endpoint: no hand-off to a thread and back, no Flask request
 machinery), anything else in a pool thread that runs the WSGI app.
@@ -36,11 +36,11 @@ from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any, Protocol
 
-import h11
 from gunicorn.workers.base import Worker
 
 from webhook.server.http1 import Connection, Phase
 from webhook.server.limits import JSON, Limits
+from webhook.server.reader import Request
 from webhook.server.tlsproto import accept_tls
 from webhook.server.wsgi import Answer, call_wsgi
 
@@ -88,15 +88,15 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
 
     # -- the Owner protocol of webhook.server.http1 ---------------------------------------------------------
 
-    def answer_now(self, request: h11.Request, body: bytes) -> Answer | None:
+    def answer_now(self, request: Request) -> Answer | None:
         if request.method != b"POST":
             return None
         endpoint = self.endpoints.get(request.target.partition(b"?")[0])
         if endpoint is None:
             return None
-        content_type = next((value for name, value in request.headers if name == b"content-type"), None)
+        content_type = request.header(b"content-type")
         answered = endpoint.answer_on_loop(
-            None if content_type is None else content_type.decode("latin-1"), body
+            None if content_type is None else content_type.decode("latin-1"), request.body
         )
         if answered is None:
             return None

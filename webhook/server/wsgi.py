@@ -1,8 +1,9 @@
 """The WSGI side of the serving loop: the environ of a complete request, and the app run on it whole.
 
 The connection (webhook.server.http1) reads and answers on the worker's loop; this part only translates
-between h11's parsed request and WSGI: request_environ on the loop, call_wsgi in a pool thread. Like the
-connection, it never imports Flask: the app is whatever WSGI callable the worker hands over.
+between a request read whole (webhook.server.reader) and WSGI: request_environ on the loop, call_wsgi in a
+pool thread. Like the connection, it never imports Flask: the app is whatever WSGI callable the worker
+hands over.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-import h11
+from webhook.server.reader import Request
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Answer = tuple[str, list[tuple[str, str]], bytes]
 
 
 def request_environ(
-    request: h11.Request, body: bytes, scheme: str, sockname: Any, peername: Any
+    request: Request, scheme: str, sockname: Any, peername: Any
 ) -> dict[str, Any]:  # sockname, peername: the transport's extra info (a tuple, or None)
-    """The WSGI environ of a request read whole: `body` is all of it, so there is no chunked framing."""
+    """The WSGI environ of a request read whole: its body is all of it, so there is no chunked framing."""
     target = request.target
     query = target.partition(b"?")[2]
     server = sockname or ("", 0)
@@ -35,13 +36,13 @@ def request_environ(
         "RAW_URI": target.decode("latin-1"),
         "SERVER_NAME": str(server[0]),
         "SERVER_PORT": str(server[1]),
-        "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
+        "SERVER_PROTOCOL": "HTTP/" + request.http_version,
         "REMOTE_ADDR": str(peer[0]),
         "REMOTE_PORT": str(peer[1]),
-        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_LENGTH": str(len(request.body)),
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scheme,
-        "wsgi.input": io.BytesIO(body),
+        "wsgi.input": io.BytesIO(request.body),
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": True,
         "wsgi.multiprocess": True,
@@ -60,7 +61,7 @@ def request_environ(
     return environ
 
 
-def request_path(request: h11.Request) -> str:
+def request_path(request: Request) -> str:
     """PATH_INFO: the target's path, percent-decoded, without the query (the access log shows the same)."""
     return unquote_to_bytes(request.target.partition(b"?")[0]).decode("latin-1")
 
