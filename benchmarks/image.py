@@ -38,6 +38,7 @@ import urllib3  # noqa: E402
 from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, render  # noqa: E402
 from testkit.image_engine import Container, Pod, inspect, podman, run_args, service_account  # noqa: E402
 from testkit.kubeapi import KubeAPIServer, ResourceType  # noqa: E402
+from testkit.processes import tree  # noqa: E402
 from testkit.server import free_port  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
 
@@ -142,13 +143,6 @@ def memory(pid: int) -> tuple[float, float]:
     return fields["Rss"] / MIB, fields["Pss"] / MIB
 
 
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(p) for p in (task / "children").read_text().split()]
-    return found
-
-
 def at_rest(reference: str, options: list[str], code: str) -> tuple[float, float]:
     """(RSS, PSS) MiB of `python -c code` resting in the image."""
     box = Container.start(
@@ -234,7 +228,7 @@ def serve(reference: str, rounds: int) -> None:
                 ready_times.append(time.perf_counter() - start)
                 time.sleep(5)  # at rest
                 master = int(box.state()["Pid"])
-                workers += [memory(pid) for pid in children(master)]
+                workers += [memory(pid) for pid in tree(master)[1:]]
             finally:
                 box.remove()
     bare = statistics.median(bare_times)

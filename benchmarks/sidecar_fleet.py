@@ -53,22 +53,16 @@ from plan_live_bench import create_all, list_cost
 
 from testkit.envtest import ControlPlane, free_ports
 from testkit.hollow_node import HollowNode
+from testkit.processes import cpu_seconds
 from testkit.wait import wait_for
 
 NAMESPACE = "fleet"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # -- processes -------------------------------------------------------------------------------------------
 def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (fields 14 and 15 of /proc/PID/stat, after the name)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 class Restartable(Protocol):

@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cryptography import x509
 
 from testkit.kubeapi import KubeAPIServer
+from testkit.processes import tree
 from testkit.server import webhook_server
 from testkit.wait import wait_for
 from webhook.files import tls
@@ -265,14 +266,6 @@ class Faults(threading.Thread):
 # ---- memory ----------------------------------------------------------------------------------------
 
 
-def children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 def rss_kib(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -292,7 +285,7 @@ class RssSampler(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(1.0):
             now = time.monotonic()
-            for pid in children(self.master):
+            for pid in tree(self.master)[1:]:
                 rss = rss_kib(pid)
                 if rss is not None:
                     self.samples.append((now, pid, rss))

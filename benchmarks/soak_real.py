@@ -62,6 +62,7 @@ from testkit.cluster_webhook import (
     priority_class,
 )
 from testkit.envtest import ControlPlane, free_ports
+from testkit.processes import tree
 from testkit.server import WebhookServer, webhook_server
 from testkit.wait import wait_for
 from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
@@ -331,16 +332,7 @@ def session_for(replica: WebhookServer) -> requests.Session:
 
 
 def processes(replica: WebhookServer) -> list[int]:
-    master = replica.process.pid
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == master:
-                    children.append(int(entry.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return [master, *children]
+    return tree(replica.process.pid)
 
 
 def rss_kib(pids: list[int]) -> int:
