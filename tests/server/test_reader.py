@@ -125,6 +125,9 @@ def test_nothing_after_an_upgrade_offer_is_read() -> None:
             431,
             "headers: the request line and headers are over the 1024-byte limit",
         ),
+        ((b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",), 400, "request: malformed request line or headers: "),
+        ((b"POST /m HTTP/2.0\r\nHost: h\r\n\r\n",), 505, "request: HTTP/2.0 is not supported"),
+        ((b"POST /m HTTP/3.1\r\nHost: h\r\n\r\n",), 400, "request: malformed request line or headers: "),
         (
             (b"POST /" + b"u" * 2000 + b" HTTP/1.1\r\n",),
             431,
@@ -143,6 +146,9 @@ def test_nothing_after_an_upgrade_offer_is_read() -> None:
         "chunked body over the limit",
         "one header over the limit",
         "a header dripped over the limit",
+        "HTTP/2 prior knowledge",
+        "HTTP/2.0 request line",
+        "HTTP/3.1",
         "request line over the limit",
     ],
 )

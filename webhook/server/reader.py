@@ -168,6 +168,10 @@ class RequestReader:
     def on_headers_complete(self) -> None:
         self.in_head = False
         version = self.parser.get_http_version()
+        if version not in ("1.0", "1.1"):  # llhttp takes "HTTP/2.0" in a request line, and 0.9
+            self._refuse(
+                Refusal(505, f"request: HTTP/{version} is not supported: this server speaks HTTP/1.1")
+            )
         if version == "1.1" and not any(name == b"host" for name, _ in self._headers):
             self._refuse(Refusal(400, "request: malformed request line or headers: no Host header"))
         for name, value in self._headers:
