@@ -142,6 +142,17 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
     )
 
 
+def test_the_webhook_s_temporary_files_are_in_memory(rendered: Render) -> None:
+    """TMPDIR holds the metrics files written on every review and the workers' heartbeat files: in memory,
+    so serving writes nothing to the node's disk, within a small limit."""
+    spec = rendered(SCENARIOS["generated"]).one("Deployment", FULLNAME)["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    tmpdir = next(e["value"] for e in c["env"] if e["name"] == "TMPDIR")
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == tmpdir)
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Mi"}
+
+
 @pytest.mark.parametrize(
     "scenario, secret",
     [("generated", f"{FULLNAME}-tls"), ("cert-manager", f"{FULLNAME}-tls"), ("provided", "my-webhook-tls")],
