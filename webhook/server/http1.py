@@ -53,6 +53,9 @@ READ_BUFFER = 64 * 1024
 # buffer_updated() copies the bytes out before the next read. A buffer per connection was 64 KiB for each
 # connection held, silent ones included.
 _READ_VIEW = memoryview(bytearray(READ_BUFFER))
+# Whole pipelined requests a connection may have read ahead of its answers before it stops reading: a
+# client that sends faster than it is answered is held to what it has sent so far, plus one read.
+PIPELINED = 16
 INTERNAL_ERROR: Answer = ("500 Internal Server Error", [("Content-Type", JSON)], error_body("internal error"))
 
 
@@ -114,11 +117,14 @@ class Connection(asyncio.BufferedProtocol):
             return
         self.reader.feed(data)
         if self.phase is Phase.BUSY:
-            # A pipelined request while this one is answered: read, but reading stops until the answer
-            # is sent once a whole request's worth is waiting (pausing on every request costs a wake-up).
             self.waiting += len(data)
-            if self.waiting > self.limits.max_header_bytes and self.transport:
-                self.transport.pause_reading()
+        # Pipelined requests are read ahead of their answers, but reading stops (until the next answer is
+        # sent) once a request's worth waits behind the one being answered, or PIPELINED whole ones wait:
+        # pausing on every pipelined request would cost a wake-up each.
+        limit = self.waiting > self.limits.max_header_bytes or len(self.reader.ready) > PIPELINED
+        if limit and self.transport is not None:
+            self.transport.pause_reading()
+        if self.phase is Phase.BUSY:
             return
         if self.phase is Phase.IDLE:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
@@ -200,7 +206,8 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self._enter(Phase.IDLE, self.limits.keepalive, "idle")
         assert self.transport is not None
-        self.transport.resume_reading()
+        if len(self.reader.ready) <= PIPELINED:
+            self.transport.resume_reading()
         if waiting:
             # Next turn of the loop: an answer given on the loop lands here from _process, and a client's
             # pipelined requests would otherwise nest one call deeper each.
