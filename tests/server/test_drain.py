@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.server.inprocess import accept_from
 from webhook.files import tls
 from webhook.server.http1 import Connection, Phase
 from webhook.server.limits import Limits
@@ -72,11 +73,7 @@ def test_an_idle_connection_is_closed_with_close_notify_without_waiting_for_the_
     async def scenario() -> bytes:
         loop = asyncio.get_running_loop()
         owner = Owner(loop)
-        listener = socket.create_server(("127.0.0.1", 0))
-        listener.setblocking(False)
-        talking = asyncio.ensure_future(asyncio.to_thread(client, listener.getsockname()[1]))
-        sock, _ = await loop.sock_accept(listener)
-        listener.close()
+        sock, talking = await accept_from(client)
         connection = Connection(owner, Limits(), loop, "https")
         context = server_context(certs / tls.TLS_CERT, certs / tls.TLS_KEY)
         await accept_tls(loop, sock, connection, context, WAIT, SHUTDOWN_TIMEOUT)

@@ -8,6 +8,7 @@ import asyncio
 import socket
 from typing import Any
 
+from tests.server.inprocess import accept_from
 from webhook.server.http1 import PIPELINED, READ_BUFFER, Connection
 from webhook.server.limits import Limits
 from webhook.server.reader import Request
@@ -64,11 +65,7 @@ def test_requests_read_ahead_of_their_answers_stay_bounded() -> None:
     async def scenario() -> tuple[Owner, int]:
         loop = asyncio.get_running_loop()
         owner = Owner()
-        listener = socket.create_server(("127.0.0.1", 0))
-        listener.setblocking(False)
-        sending = asyncio.ensure_future(asyncio.to_thread(client, listener.getsockname()[1]))
-        sock, _ = await loop.sock_accept(listener)
-        listener.close()
+        sock, sending = await accept_from(client)
         connection = Connection(owner, Limits(), loop, "http")
         owner.connection = connection
         transport, _ = await loop.connect_accepted_socket(lambda: connection, sock)
