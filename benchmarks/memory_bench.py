@@ -55,15 +55,7 @@ LOADS = ("keepalive", "fresh", "churn", "soak", "held")
 
 def rss_mib(master: int) -> tuple[float, list[float]]:
     """RSS of the master and of each of its children, MiB."""
-    each = []
-    for pid in processes.tree(master):
-        try:
-            text = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        found = re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE)
-        if found:
-            each.append(int(found.group(1)) / 1024)
+    each = [kib / 1024 for kib in map(processes.rss_kib, processes.tree(master)) if kib is not None]
     return sum(each), each
 
 

@@ -53,7 +53,7 @@ from plan_live_bench import create_all, list_cost
 
 from testkit.envtest import ControlPlane, free_ports
 from testkit.hollow_node import HollowNode
-from testkit.processes import cpu_seconds
+from testkit.processes import cpu_seconds, rss_kib
 from testkit.wait import wait_for
 
 NAMESPACE = "fleet"
@@ -61,8 +61,7 @@ NAMESPACE = "fleet"
 
 # -- processes -------------------------------------------------------------------------------------------
 def rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+    return (rss_kib(pid) or 0) / 1024
 
 
 class Restartable(Protocol):

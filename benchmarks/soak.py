@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cryptography import x509
 
 from testkit.kubeapi import KubeAPIServer
-from testkit.processes import tree
+from testkit.processes import rss_kib, tree
 from testkit.server import webhook_server
 from testkit.wait import wait_for
 from webhook.files import tls
@@ -264,16 +264,6 @@ class Faults(threading.Thread):
 
 
 # ---- memory ----------------------------------------------------------------------------------------
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 class RssSampler(threading.Thread):

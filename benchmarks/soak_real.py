@@ -62,7 +62,7 @@ from testkit.cluster_webhook import (
     priority_class,
 )
 from testkit.envtest import ControlPlane, free_ports
-from testkit.processes import tree
+from testkit.processes import rss_kib, tree
 from testkit.server import WebhookServer, webhook_server
 from testkit.wait import wait_for
 from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
@@ -335,18 +335,6 @@ def processes(replica: WebhookServer) -> list[int]:
     return tree(replica.process.pid)
 
 
-def rss_kib(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
 def restart_etcd(plane: ControlPlane) -> None:
     etcd = plane.processes["etcd"]
     etcd.stop()
@@ -612,7 +600,9 @@ def main() -> int:
         next_report = started + 60
         while time.monotonic() - started < args.duration:
             for i, replica in enumerate(replicas):
-                memory[i].append((time.monotonic() - started, rss_kib(processes(replica))))
+                memory[i].append(
+                    (time.monotonic() - started, sum(rss_kib(pid) or 0 for pid in processes(replica)))
+                )
             if time.monotonic() >= next_report:
                 tally = Counter(classify(r, classes, args.window) for r in list(results))
                 log(f"{len(results)} creations: {dict(tally)}")

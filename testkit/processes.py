@@ -1,5 +1,5 @@
 """A server under test as the kernel sees it: its process and its children (gunicorn's master and its
-workers), and the CPU they have used, read from /proc."""
+workers), the CPU they have used and the memory they hold, read from /proc."""
 
 from __future__ import annotations
 
@@ -34,3 +34,15 @@ def cpu_seconds(pid: int) -> float:
             continue  # a worker that exited between the listing and the read
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / TICKS
+
+
+def rss_kib(pid: int) -> int | None:
+    """Resident memory of `pid` now, KiB; None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None  # a zombie has no VmRSS line

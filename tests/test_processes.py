@@ -32,6 +32,8 @@ def test_the_tree_lists_the_children_and_their_cpu_is_counted() -> None:
         # The parent itself does nothing: what is counted is its children's.
         wait_for(lambda: processes.cpu_seconds(parent.pid) > 0.2, timeout=60, what="the children's CPU")
         assert processes.cpu_seconds(parent.pid) > processes.cpu_seconds(children[0])
+        # Each a Python interpreter: a few MiB resident, as the kernel counts it.
+        assert all(1024 < (processes.rss_kib(pid) or 0) < 1024 * 1024 for pid in [parent.pid, *children])
     finally:
         for pid in processes.tree(parent.pid)[1:]:
             os.kill(pid, signal.SIGTERM)
@@ -43,3 +45,4 @@ def test_a_process_that_is_gone_has_no_children_and_no_cpu() -> None:
     gone.wait(60)
     assert processes.tree(gone.pid) == [gone.pid]
     assert processes.cpu_seconds(gone.pid) == 0.0
+    assert processes.rss_kib(gone.pid) is None
