@@ -199,16 +199,16 @@ class Connection(asyncio.BufferedProtocol):
 
     def _read_next(self, first: bool = False) -> None:
         self.waiting = 0
-        waiting = bool(self.reader.ready)
-        if first or waiting or self.reader.in_message:
+        queued = bool(self.reader.ready)
+        if first or queued or self.reader.in_message:
             self._enter(Phase.READING, self.limits.request_timeout, "deadline")
-            self.received = waiting or self.reader.in_message
+            self.received = queued or self.reader.in_message
         else:
             self._enter(Phase.IDLE, self.limits.keepalive, "idle")
         assert self.transport is not None
         if len(self.reader.ready) <= PIPELINED:
             self.transport.resume_reading()
-        if waiting:
+        if queued:
             # Next turn of the loop: an answer given on the loop lands here from _process, and a client's
             # pipelined requests would otherwise nest one call deeper each.
             self.loop.call_soon(self._process)

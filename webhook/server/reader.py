@@ -2,8 +2,8 @@
 
 llhttp (through httptools, compiled) does the parsing; this part keeps what the server needs of it: each
 request whole (line, headers, body), in order, and the first error as a refusal with its one-line message.
-A client may pipeline: everything it sends is parsed as it arrives and whole requests wait here for their
-turn, so the connection (webhook.server.http1) stops reading once a request's worth is waiting.
+A client may pipeline: what it sends is parsed as it arrives and whole requests wait here for their turn;
+the connection (webhook.server.http1) stops reading while too many wait.
 
 Parsing was h11's before, at about 40 µs of CPU per review; llhttp takes about 2. What h11 refused and
 llhttp lets through is refused here: an HTTP/1.1 request without Host, a request line and headers over
@@ -76,7 +76,6 @@ class RequestReader:
         self._head_bytes = 0  # the request line and the headers complete so far
         self._head_carried = 0  # whole reads of a head still not complete: never more than the head
         self._size = 0
-        self._keep_alive = True
 
     def feed(self, data: bytes) -> None:
         """Parse what arrived; whole requests (and a refusal, last) are appended to `ready`."""
@@ -94,10 +93,8 @@ class RequestReader:
             last = self.ready[-1] if self.ready else None
             if isinstance(last, Request):
                 last.keep_alive = False
-                if last.header(b"transfer-encoding") is not None or last.header(b"content-length") not in (
-                    None,
-                    b"0",
-                ):
+                chunked = last.header(b"transfer-encoding") is not None
+                if chunked or last.header(b"content-length") not in (None, b"0"):
                     self.ready[-1] = Refusal(400, "request: a protocol switch (Upgrade) with a body")
             return
         except httptools.HttpParserCallbackError as err:
@@ -106,11 +103,8 @@ class RequestReader:
             self._end(self._refusal or Refusal(500, "internal error"))
             return
         except httptools.HttpParserError as err:
-            where = (
-                "body: malformed"
-                if self.in_message and not self.in_head
-                else ("request: malformed request line or headers")
-            )
+            in_body = self.in_message and not self.in_head
+            where = "body: malformed" if in_body else "request: malformed request line or headers"
             self._end(Refusal(400, f"{where}: {err}"))
             return
         if self.in_head and not self._began_in_this_feed:
@@ -180,7 +174,6 @@ class RequestReader:
                 self._refuse(Refusal(400, f"body: {int(value)} bytes is over the {limit}-byte limit"))
             if name == b"expect" and value.lower() == b"100-continue" and version == "1.1":
                 self.awaiting_continue = True
-        self._keep_alive = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.awaiting_continue = False
@@ -196,7 +189,7 @@ class RequestReader:
                 target=b"".join(self._target),
                 headers=self._headers,
                 http_version=self.parser.get_http_version(),
-                keep_alive=self._keep_alive and self.parser.should_keep_alive(),
+                keep_alive=self.parser.should_keep_alive(),
                 body=b"".join(self._body),
             )
         )
