@@ -44,6 +44,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "criticalPriority": 1000000,
             "order": "priority",
             "maxEvictionsPerMinute": 5,
+            "logLevel": "debug",
         }
     },
     "sidecar-recreate-rejected": {"sidecar": {"enabled": True, "recreateRejected": True}},

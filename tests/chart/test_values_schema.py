@@ -105,6 +105,7 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("extraArgs not strings", {"webhook": {"extraArgs": [1]}}, "extraArgs"),
     ("extraEnv without a name", {"sidecar": {"extraEnv": [{"value": "x"}]}}, "extraEnv"),
+    ("sidecar log level", {"sidecar": {"logLevel": "verbose"}}, "logLevel"),
     ("hostNetwork flag type", {"webhook": {"hostNetwork": "yes"}}, "hostNetwork"),
     ("alert days", {"prometheusRule": {"certificateExpiryWarningDays": 1}}, "certificateExpiryWarningDays"),
     ("test namespace", {"tests": {"namespace": "Not_A_Namespace"}}, "namespace"),

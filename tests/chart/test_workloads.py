@@ -199,7 +199,7 @@ def test_sidecar_daemonset_runs_on_every_node(rendered: Render) -> None:
 
 
 SIDECAR_FLAGS = [
-    ("sidecar", {"--order=priority"}),
+    ("sidecar", {"--order=priority", "--log-level=info"}),
     (
         "sidecar-ignore-pdb",
         {
@@ -208,9 +208,10 @@ SIDECAR_FLAGS = [
             "--critical-priority=1000000",
             "--max-evictions-per-minute=5",
             "--ignore-pdb",
+            "--log-level=debug",
         },
     ),
-    ("sidecar-recreate-rejected", {"--order=priority", "--recreate-rejected"}),
+    ("sidecar-recreate-rejected", {"--order=priority", "--recreate-rejected", "--log-level=info"}),
 ]
 
 

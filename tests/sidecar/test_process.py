@@ -87,6 +87,23 @@ def test_sidecar_process_serves_preempts_and_stops_on_sigterm(cluster, tmp_path)
         proc.stop()
 
 
+@pytest.mark.parametrize(("level", "debug_lines"), [([], False), (["--log-level", "debug"], True)])
+def test_log_level_chooses_what_is_logged(level, debug_lines, cluster, tmp_path):
+    """The chart's sidecar.logLevel reaches the process: debug shows the client's connections, info does not."""
+    kubeconfig = cluster.api.kubeconfig(str(tmp_path / "kubeconfig"))
+    proc = Process("--node", "node-a", "--kubeconfig", kubeconfig, "--bind", "127.0.0.1:0", *level)
+    try:
+        base = f"http://127.0.0.1:{proc.port()}"
+        wait_for(lambda: requests.get(f"{base}/readyz", timeout=5).status_code == 200, what="ready")
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.proc.wait(15) == 0
+        proc._reader.join(5)
+        assert any(" INFO " in line for line in proc.lines)
+        assert any(" DEBUG " in line for line in proc.lines) is debug_lines
+    finally:
+        proc.stop()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -37,6 +37,12 @@ def add_cluster(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
 
 
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="default: info"
+    )
+
+
 def add_context(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--context", metavar="NAME", help="kubeconfig context to use (default: the current one)"

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webhook.commands import dispatch
-from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
+from webhook.commands.options import (
+    add_classes,
+    add_cluster,
+    add_legacy_annotation,
+    add_log_level,
+    parse_bind,
+)
 from webhook.files import tls
 from webhook.files.documents import InputError
 from webhook.kube import ConfigError
@@ -148,9 +154,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how often the certificates and caBundle are checked (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="default: info"
-    )
+    add_log_level(parser)
     parser.set_defaults(run=run)
 
 

@@ -8,7 +8,7 @@ import signal
 import threading
 
 from webhook.commands import dispatch
-from webhook.commands.options import add_cluster, parse_bind
+from webhook.commands.options import add_cluster, add_log_level, parse_bind
 from webhook.files.documents import InputError
 from webhook.k8s import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
 
@@ -62,6 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help=f"at most N evictions in any 60 seconds (default {DEFAULT_EVICTIONS_PER_MINUTE})",
     )
+    add_log_level(parser)
     parser.set_defaults(run=run)
 
 
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_evictions_per_minute < 1:
         raise InputError(f"--max-evictions-per-minute {args.max_evictions_per_minute}: must be at least 1")
     host, port = check_bind(args.bind)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     client = api_client(args.kubeconfig, args.in_cluster)
     settings = Settings(
         node_name=args.node,
