@@ -272,3 +272,25 @@ securityContext:
 {{- end -}}
 {{- default (include "priority-webhook.sidecarName" .) $sa.name -}}
 {{- end -}}
+
+{{/*
+The spec.priority of a pod of the chart that names the PriorityClass NAME: (list $ NAME). The release's
+namespace is never sent to the webhook, so with the in-tree Priority plugin off nothing else would set it,
+and a pod without it is anyone's preemption victim (the kubelet's, and the sidecar's). The plugin accepts a
+spec.priority equal to its class's value. The built-in classes have fixed values; another class's value is
+read from the cluster at install (`lookup`), and left out where it cannot be read (`helm template`).
+*/}}
+{{- define "priority-webhook.classPriority" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if eq $name "system-node-critical" -}}
+2000001000
+{{- else if eq $name "system-cluster-critical" -}}
+2000000000
+{{- else -}}
+{{- $class := lookup "scheduling.k8s.io/v1" "PriorityClass" "" $name | default dict -}}
+{{- if hasKey $class "value" -}}
+{{- int64 $class.value -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
