@@ -124,6 +124,7 @@ def test_webhook_container_serves_the_contract(rendered: Render) -> None:
         "--workers=2",
         "--threads=4",
         "--graceful-timeout=20",
+        "--shutdown-delay=5",
         "--log-level=info",
         "--system-namespace=kube-system",
     ]
@@ -245,10 +246,43 @@ def test_everything_lands_in_the_release_namespace(rendered: Render) -> None:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
 
 
-def test_a_stop_budget_without_drain_time_is_refused(chart: helm.Chart) -> None:
-    values = {"webhook": {"terminationGracePeriodSeconds": 10, "preStopSleepSeconds": 5}}
-    with pytest.raises(helm.HelmRenderError, match=r"must exceed webhook\.preStopSleepSeconds"):
+@pytest.mark.parametrize(
+    "grace, sleep, delay",
+    [(10, 5, 0), (15, 5, 5), (30, 5, 20)],
+)
+def test_a_stop_budget_without_drain_time_is_refused(
+    chart: helm.Chart, grace: int, sleep: int, delay: int
+) -> None:
+    values = {
+        "webhook": {
+            "terminationGracePeriodSeconds": grace,
+            "preStopSleepSeconds": sleep,
+            "shutdownDelaySeconds": delay,
+        }
+    }
+    with pytest.raises(
+        helm.HelmRenderError,
+        match=r"must exceed webhook\.preStopSleepSeconds \(\d+\) plus webhook\.shutdownDelaySeconds \(\d+\) by",
+    ):
         render(chart, values)
+
+
+def test_a_stopping_replica_answers_for_its_shutdown_delay_within_its_stop_budget(rendered: Render) -> None:
+    """SIGTERM after the preStop sleep; the server's graceful timeout holds its shutdown delay."""
+    r = rendered(
+        {
+            "webhook": {
+                "terminationGracePeriodSeconds": 40,
+                "preStopSleepSeconds": 5,
+                "shutdownDelaySeconds": 8,
+            }
+        }
+    )
+    pod = r.one("Deployment", FULLNAME)["spec"]["template"]["spec"]
+    args = container(r.one("Deployment", FULLNAME))["args"]
+    assert pod["terminationGracePeriodSeconds"] == 40
+    assert "--graceful-timeout=30" in args and "--shutdown-delay=8" in args
+    assert container(rendered({}).one("Deployment", FULLNAME))["args"].count("--shutdown-delay=5") == 1
 
 
 def test_a_stalled_replica_leaves_the_service_before_the_webhook_timeout(rendered: Render) -> None:

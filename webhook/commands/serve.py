@@ -28,7 +28,7 @@ from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
 # its metrics are imported by each worker, after that).
 from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
-from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT
+from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, SHUTDOWN_DELAY
 from webhook.server.store import StoreSpec, open_store
 from webhook.server.tlscontext import ReloadingContext
 
@@ -86,6 +86,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=25,
         metavar="SECONDS",
         help="how long in-flight reviews may take to finish after SIGTERM (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--shutdown-delay",
+        type=_seconds,
+        default=SHUTDOWN_DELAY,
+        metavar="SECONDS",
+        help="after SIGTERM, go on accepting and answering for this long, each answer closing its "
+        "connection, before closing the connections left idle: a client that reuses kept-alive "
+        "connections (the API server) never writes to one being closed (default: %(default)g; counted "
+        "within --graceful-timeout)",
     )
     parser.add_argument(
         "--read-timeout",
@@ -178,6 +188,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 _DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -219,6 +239,11 @@ def run(args: argparse.Namespace) -> int:
             "--classes: cannot be combined with --kubeconfig/--in-cluster (the cluster's "
             "PriorityClasses are served)"
         )
+    if args.shutdown_delay >= args.graceful_timeout:
+        raise InputError(
+            f"--shutdown-delay {args.shutdown_delay:g}: must be less than --graceful-timeout "
+            f"({args.graceful_timeout}), which counts from SIGTERM and also bounds the requests in progress"
+        )
     settings = ServeSettings(
         bind=check_bind(args.bind),
         cert_dir=args.cert_dir,
@@ -231,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=args.threads,
         graceful_timeout=args.graceful_timeout,
+        shutdown_delay=args.shutdown_delay,
         read_timeout=args.read_timeout,
         keepalive=args.keepalive,
         max_connections=args.max_connections,

@@ -30,7 +30,7 @@ from webhook.files.tls import TLS_CERT, TLS_KEY
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
-from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, Limits
+from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, SHUTDOWN_DELAY, Limits
 from webhook.server.store import StoreSpec, close_pod_nodes, close_store, open_pod_nodes, open_store
 from webhook.server.tlscontext import ReloadingContext
 
@@ -54,6 +54,7 @@ class ServeSettings:
     keepalive: float = KEEPALIVE
     max_connections: int = MAX_CONNECTIONS
     graceful_timeout: int = 25
+    shutdown_delay: float = SHUTDOWN_DELAY
     read_timeout: float = REQUEST_TIMEOUT
     access_log: bool = False
     log_level: str = "info"
@@ -104,7 +105,10 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         """Read by the worker (webhook.server.worker): gunicorn has no setting for a request deadline."""
         s = self.settings
         return Limits(
-            request_timeout=s.read_timeout, keepalive=s.keepalive, max_connections=s.max_connections
+            request_timeout=s.read_timeout,
+            keepalive=s.keepalive,
+            max_connections=s.max_connections,
+            shutdown_delay=s.shutdown_delay,
         )
 
     def _ssl_context(self, conf: Any, default_factory: Any) -> Any:

@@ -26,6 +26,12 @@ REQUEST_TIMEOUT = 10.0
 # connections for 90 s: a shorter server-side keep-alive means a fresh handshake for most reviews after a
 # quiet minute, a longer one only idle sockets.
 KEEPALIVE = 75.0
+# After SIGTERM, how long the server goes on accepting and answering (each answer with `Connection: close`)
+# before it stops accepting and closes the connections its clients left idle. The API server resolves a
+# webhook Service's endpoints only when it dials, and reuses its kept-alive connections to a replica until
+# that replica closes them: a connection closed while idle can meet a request the client has just written
+# (lost, not retried: a POST), one closed after an answer that said so cannot. 0: stop at once.
+SHUTDOWN_DELAY = 0.0
 # Connections one worker process holds at most; the oldest one not being answered is closed to make room.
 MAX_CONNECTIONS = 1000
 JSON = "application/json"
@@ -38,6 +44,7 @@ class Limits:
     max_connections: int = MAX_CONNECTIONS
     max_body_bytes: int = MAX_BODY_BYTES
     max_header_bytes: int = MAX_HEADER_BYTES
+    shutdown_delay: float = SHUTDOWN_DELAY
 
 
 def error_body(message: str) -> bytes:

@@ -17,7 +17,9 @@ and closes the oldest one not being answered to make room for a new one.
 
 gunicorn's master is kept as it is: it binds, forks, replaces dead workers, relays SIGTERM (graceful:
 stop accepting, close idle connections, let requests in progress finish for `graceful_timeout`), and
-kills a worker whose heartbeat stops. TLS contexts come from gunicorn's `ssl_context` hook, once per
+kills a worker whose heartbeat stops. On SIGTERM a worker first goes on serving for the shutdown delay
+(webhook.server.limits.SHUTDOWN_DELAY), each answer closing its connection, and only then stops accepting
+and closes what its clients left idle. TLS contexts come from gunicorn's `ssl_context` hook, once per
 connection, so a rotated certificate is used by the next connection.
 """
 
@@ -77,7 +79,8 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
             for path, endpoint in (endpoints_of() if callable(endpoints_of) else {}).items()
         }
         self.connections: dict[Connection, None] = {}  # in accept order
-        self.draining = False
+        self.draining = False  # answers close their connection (Owner protocol)
+        self.closing = False  # no more accepting: the last connection to close lets the worker exit
         self.access_log = bool(self.cfg.accesslog)
         self.closed_counts: dict[str, int] = {}
         self.closed_since_trim = 0
@@ -109,7 +112,7 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
     def forget(self, connection: Connection) -> None:
         self.connections.pop(connection, None)
         self.closed_since_trim += 1
-        if self.draining and not self.connections:
+        if self.closing and not self.connections:
             self.all_closed.set()
 
     def closed_by_server(self, reason: str) -> None:
@@ -122,6 +125,7 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
         self.pool = ThreadPoolExecutor(max_workers=self.cfg.threads, thread_name_prefix="request")
         self.stop = asyncio.Event()
         self.all_closed = asyncio.Event()
+        self.quitting = asyncio.Event()
         self.quit = False
         self.loop.add_signal_handler(signal.SIGTERM, self.stop.set)
         for sig in (signal.SIGQUIT, signal.SIGINT):
@@ -137,18 +141,27 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
         heartbeat = self.loop.create_task(self._heartbeat())
         await self.stop.wait()
 
-        self.alive = False
+        # Told to stop. Every answer from now on closes its connection, which the client then never reuses.
         self.draining = True
+        stopping = self.loop.time()
+        if not self.quit and self.limits.shutdown_delay > 0:
+            # Go on accepting and answering while the endpoint's removal reaches the clients; the idle
+            # connections stay open for their client's next request (see limits.SHUTDOWN_DELAY).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.quitting.wait(), self.limits.shutdown_delay)
+        self.alive = False
         for task in accepting:
             task.cancel()
         for listener in self.sockets:
             listener.close()
         if not self.quit:
+            self.closing = True
             for connection in list(self.connections):
                 connection.drain()
             if self.connections:
+                left = self.cfg.graceful_timeout - (self.loop.time() - stopping)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.all_closed.wait(), self.cfg.graceful_timeout)
+                    await asyncio.wait_for(self.all_closed.wait(), max(left, 0.0))
         for connection in list(self.connections):
             connection.abort()
         heartbeat.cancel()
@@ -156,6 +169,7 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
 
     def _quit(self) -> None:
         self.quit = True
+        self.quitting.set()
         self.stop.set()
 
     async def _heartbeat(self) -> None:
