@@ -31,6 +31,7 @@ def pod(
     memory: str | None = None,
     limits: bool = False,
     priority: int | None = 0,
+    class_name: str | None = None,
     namespace: str = "default",
     node_name: str | None = NODE,
     phase: str = "Running",
@@ -75,6 +76,8 @@ def pod(
         spec["nodeName"] = node_name
     if priority is not None:
         spec["priority"] = priority
+    if class_name is not None:
+        spec["priorityClassName"] = class_name
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
     status: dict[str, Any] = {"phase": phase}

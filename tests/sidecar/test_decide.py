@@ -225,6 +225,37 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
         [("report", "crit", "PreemptionFailed")],
     ),
     (
+        "no spec.priority and no class: 0, as upstream's GetPodPriority has it (no default class then): a victim",
+        [pod("old", cpu="1", priority=None), rejected("crit")],
+        BASE,
+        Hints(),
+        preempt("crit", ["old"]),
+    ),
+    (
+        "no spec.priority but a class named: admission never resolved it, its priority is unknown: never a victim",
+        [
+            pod("sidecar", cpu="400m", priority=None, class_name="system-node-critical", namespace="priority-system"),
+            pod("replica", cpu="400m", priority=None, class_name="system-cluster-critical", namespace="priority-system"),
+            pod("app", cpu="200m", priority=None, class_name="batch"),
+            rejected("crit", priority=2_000_001_000),
+        ],
+        BASE,
+        Hints(),
+        [("report", "crit", "PreemptionFailed")],
+    ),
+    (
+        "the chart's own pods, with their class's priority, are never victims of a node-critical pod",
+        [
+            pod("sidecar", cpu="400m", priority=2_000_001_000, class_name="system-node-critical", namespace="priority-system"),
+            pod("replica", cpu="400m", priority=2_000_000_000, class_name="system-cluster-critical", namespace="priority-system"),
+            pod("app", cpu="300m", priority=None),
+            rejected("crit", priority=2_000_001_000),
+        ],
+        BASE,
+        Hints(),
+        [("report", "crit", "PreemptionFailed")],
+    ),
+    (
         "pods critical for the sidecar's threshold are never victims, even of lower priority",
         [pod("c", cpu="1", priority=2000), rejected("x", priority=5000)],
         replace(BASE, critical_priority=1000),

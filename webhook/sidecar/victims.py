@@ -54,7 +54,12 @@ def is_candidate(
     if is_static(victim):
         return False
     prio = priority_of(victim)
-    prio = 0 if prio is None else prio
+    if prio is None:
+        if (victim.get("spec") or {}).get("priorityClassName"):
+            # Its class was never resolved (admission skipped its namespace or timed out): its priority is
+            # unknown, and may be the preemptor's or above. Upstream's 0 for nil assumes no class was named.
+            return False
+        prio = 0  # the kubelet's GetPodPriority: created when no class was named and no default existed
     return prio < settings.critical_priority and prio < preemptor_priority
 
 
