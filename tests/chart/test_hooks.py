@@ -80,11 +80,30 @@ def test_the_wait_job_checks_the_service_name_with_the_trusted_cas(scenario: str
             assert x509.load_pem_x509_certificates(bundle.encode()) == x509.load_pem_x509_certificates(
                 ca.encode()
             )
+    # The address comes from the variable the kubelet sets for the Service (its name upper-cased, - as _).
+    service = r.one("Service", FULLNAME)["metadata"]["name"]
+    assert args[4] == service.upper().replace("-", "_") + "_SERVICE_HOST"
+    assert r.one("Job", f"{HOOKS}-wait")["spec"]["template"]["spec"]["enableServiceLinks"] is True
     if scenario == "generated":
         secret = r.one("Secret", f"{FULLNAME}-tls")
         (cert,) = x509.load_pem_x509_certificates(base64.b64decode(secret["data"]["tls.crt"]))
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert f"{FULLNAME}.{NAMESPACE}.svc" in names.get_values_for_type(x509.DNSName)
+
+
+@pytest.mark.parametrize("job", ["wait", "cleanup"])
+def test_a_failed_hook_leaves_nothing_behind_and_shows_its_cause(job: str, rendered: Render) -> None:
+    """`helm uninstall` never deletes hooks: a failed Job (and its pod) would outlive the release. Helm prints
+    the log of a failed one before deleting it, and the pod's status keeps the log's last line."""
+    obj = rendered({}).one("Job", f"{HOOKS}-{job}")
+    annotations = obj["metadata"]["annotations"]
+    assert set(annotations["helm.sh/hook-delete-policy"].split(",")) == {
+        "before-hook-creation",
+        "hook-succeeded",
+        "hook-failed",
+    }
+    assert annotations["helm.sh/hook-output-log-policy"] == "hook-failed"
+    assert container(obj)["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
 def test_in_cert_manager_mode_the_wait_job_reads_the_ca_from_the_secret(rendered: Render) -> None:
@@ -146,6 +165,70 @@ def test_wait_ready_passes_once_the_server_answers(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip().endswith(": ready")
+
+
+SERVICE_URL = "https://priority-webhook.default.svc:{port}/readyz"
+
+
+def run_wait_ready(url: str, ca: Path | str, address: str | None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin"} | ({"PRIORITY_WEBHOOK_SERVICE_HOST": address} if address else {})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            str(SCRIPTS / "wait_ready.py"),
+            url,
+            str(ca),
+            "300",
+            "PRIORITY_WEBHOOK_SERVICE_HOST",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_wait_ready_needs_no_dns_the_service_address_is_in_the_environment(tmp_path: Path) -> None:
+    """The name is never resolved (nothing here could): the address comes from NAME_SERVICE_HOST, and the
+    certificate is still checked against the Service's DNS name."""
+    with webhook_server(tmp_path) as server:
+        url = SERVICE_URL.format(port=server.port)
+        result = run_wait_ready(url, server.ca_file, server.host)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"{url} (through {server.host}): ready"
+
+
+@pytest.mark.parametrize(
+    "certificate_for, other_ca, cause",
+    [
+        (
+            "another-service",
+            False,
+            "the certificate is not trusted for priority-webhook.default.svc: Hostname mismatch",
+        ),
+        (
+            "priority-webhook",
+            True,
+            "the certificate is not trusted for priority-webhook.default.svc: unable to get local issuer certificate",
+        ),
+    ],
+)
+def test_wait_ready_fails_at_once_on_a_certificate_waiting_cannot_fix(
+    certificate_for: str, other_ca: bool, cause: str, tmp_path: Path
+) -> None:
+    from webhook.files import tls
+
+    tls.write_certificates(tmp_path / "certs", service=certificate_for)
+    tls.write_certificates(tmp_path / "other")
+    with webhook_server(tmp_path, cert_dir=tmp_path / "certs") as server:
+        url = SERVICE_URL.format(port=server.port)
+        ca = (tmp_path / "other" if other_ca else tmp_path / "certs") / tls.CA_CERT
+        result = run_wait_ready(url, ca, server.host)
+    assert result.returncode == 1
+    # At once: not "not ready within 300s", the message of a timeout.
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"{url} (through {server.host}): {cause}"), line
 
 
 def test_wait_ready_gives_up_with_a_reason(tmp_path: Path) -> None:
