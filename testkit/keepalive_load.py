@@ -22,7 +22,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from testkit.reviews import pod, review
+from testkit.server import EXAMPLE_CLASSES, webhook_server
+from testkit.wait import wait_for
+from webhook.files import tls
+
 SOURCE = Path(__file__).resolve().parent / "keepalive_client" / "main.go"
+# The name the API server dials a webhook Service by, and checks its certificate against.
+SERVICE_NAME = f"{tls.DEFAULT_SERVICE}.{tls.DEFAULT_NAMESPACE}.svc"
 
 
 def build_client(workdir: Path) -> Path:
@@ -100,3 +107,63 @@ def keepalive_load(
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 stream.close()
+
+
+def write_pod_review(folder: Path) -> Path:
+    """A review of a pod as a Deployment makes it: over 4 KiB, so Go writes it in more than one piece."""
+    env = [{"name": f"SETTING_{i}", "value": "x" * 40} for i in range(60)]
+    containers = [{"name": "app", "image": "registry.example/app:1.0", "env": env}]
+    path = folder / "review.json"
+    path.write_text(json.dumps(review(pod("web-7d4b9c", containers=containers))))
+    return path
+
+
+def replica_stops_under_load(
+    client: Path,
+    folder: Path,
+    serve_args: Sequence[str],
+    *,
+    connections: int = 16,
+    before: int = 500,
+    after: int = 500,
+    graceful_timeout: float = 30.0,
+) -> dict[str, Any]:
+    """Two replicas (`serve` with `serve_args`, over TLS) behind one name; the client calls the first until
+    `before` reviews are answered; then the first's endpoint is removed (new connections go to the second) and
+    it is sent SIGTERM, as Kubernetes does to a pod being deleted; the client goes on until the second has
+    answered `after` more. The client's counts, plus `stoppingAnswered`: reviews the stopping replica answered
+    on its kept-alive connections after its endpoint was removed, and `exitCode`: the stopped replica's."""
+    certs = folder / "certs"
+    tls.write_certificates(certs)
+    body = write_pod_review(folder)
+    args = ("--classes", str(EXAMPLE_CLASSES), *serve_args)
+    with (
+        webhook_server(folder, *args, cert_dir=certs) as old,
+        webhook_server(folder, *args, cert_dir=certs) as new,
+    ):
+        old_endpoint, new_endpoint = f"{old.host}:{old.port}", f"{new.host}:{new.port}"
+        with keepalive_load(
+            client,
+            certs / tls.CA_CERT,
+            body,
+            [old_endpoint],
+            connections=connections,
+            server_name=SERVICE_NAME,
+        ) as load:
+            wait_for(
+                lambda: load.counts()["ok"] >= before, timeout=120, what="reviews answered by the replica"
+            )
+            load.endpoints([new_endpoint])
+            old.process.terminate()
+            exit_code = old.process.wait(graceful_timeout + 10)
+            served = load.counts()["answeredSinceEndpoints"].get(new_endpoint, 0)
+            wait_for(
+                lambda: load.counts()["answeredSinceEndpoints"].get(new_endpoint, 0) >= served + after,
+                timeout=120,
+                what="reviews answered by the other replica",
+            )
+            counts = load.stop()
+    counts["stoppingAnswered"] = counts["answeredSinceEndpoints"].get(old_endpoint, 0)
+    counts["exitCode"] = exit_code
+    counts["answeredByStopping"] = counts["answered"].get(old_endpoint, 0)
+    return counts
