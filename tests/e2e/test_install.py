@@ -111,6 +111,13 @@ def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
     assert deployment["spec"]["replicas"] == 2 and not deployment["status"].get("readyReplicas")
     for kind in CONFIG_KINDS:
         assert "NotFound" in cluster.kubectl("get", kind, fullname, check=False).stderr, kind
+    # The failed gate deleted itself (hook-failed): `helm uninstall` never deletes hooks, so nothing else would.
+    wait_for(
+        lambda: "NotFound"
+        in cluster.kubectl("get", "job", f"{fullname}-hooks-wait", "-n", namespace, check=False).stderr,
+        timeout=30,
+        what="the failed wait Job deleted",
+    )
 
     # So pod creation everywhere the webhook would serve goes on (for real, not a dry run).
     served = new_namespace(cluster, "team")

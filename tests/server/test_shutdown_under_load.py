@@ -10,6 +10,7 @@ does, on several connections, against the real server (gunicorn, TLS): the repli
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from testkit.keepalive_load import build_client, replica_stops_under_load
+from testkit.reviews import pod, review
+from testkit.server import EXAMPLE_CLASSES, webhook_server
+from testkit.wait import wait_for
 
 GRACEFUL = 20
 
@@ -49,3 +53,22 @@ def test_a_shutdown_delay_not_within_the_graceful_timeout_is_refused() -> None:
         "priority-webhook serve: error: --shutdown-delay 25: must be less than --graceful-timeout (25), which "
         "counts from SIGTERM and also bounds the requests in progress"
     ]
+
+
+def test_during_the_shutdown_delay_new_connections_are_answered_and_closed(tmp_path: Path) -> None:
+    """An endpoint's removal reaches the API server after SIGTERM may: it can still dial this replica."""
+    serve = ("--classes", str(EXAMPLE_CLASSES), "--graceful-timeout", "30", "--shutdown-delay", "20")
+    with webhook_server(tmp_path, *serve) as server:
+        body = review(pod("web"))
+        assert "close" not in server.review("/mutate", body).headers.get("Connection", "")
+        server.process.send_signal(signal.SIGTERM)
+
+        def draining() -> bool:
+            return server.review("/mutate", body).headers.get("Connection") == "close"
+
+        wait_for(draining, timeout=15, interval=0.05, what="answers closing their connection")
+        # The pool's connection was closed by that answer: this one is new, and still accepted and answered.
+        answer = server.review("/mutate", body)
+        assert answer.status_code == 200 and answer.json()["response"]["allowed"] is True
+        assert answer.headers["Connection"] == "close"
+        assert server.process.wait(40) == 0

@@ -234,8 +234,20 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
     (
         "no spec.priority but a class named: admission never resolved it, its priority is unknown: never a victim",
         [
-            pod("sidecar", cpu="400m", priority=None, class_name="system-node-critical", namespace="priority-system"),
-            pod("replica", cpu="400m", priority=None, class_name="system-cluster-critical", namespace="priority-system"),
+            pod(
+                "sidecar",
+                cpu="400m",
+                priority=None,
+                class_name="system-node-critical",
+                namespace="priority-system",
+            ),
+            pod(
+                "replica",
+                cpu="400m",
+                priority=None,
+                class_name="system-cluster-critical",
+                namespace="priority-system",
+            ),
             pod("app", cpu="200m", priority=None, class_name="batch"),
             rejected("crit", priority=2_000_001_000),
         ],
@@ -246,8 +258,20 @@ CASES: list[tuple[str, list[dict[str, Any]], Settings, Hints, list[tuple[Any, ..
     (
         "the chart's own pods, with their class's priority, are never victims of a node-critical pod",
         [
-            pod("sidecar", cpu="400m", priority=2_000_001_000, class_name="system-node-critical", namespace="priority-system"),
-            pod("replica", cpu="400m", priority=2_000_000_000, class_name="system-cluster-critical", namespace="priority-system"),
+            pod(
+                "sidecar",
+                cpu="400m",
+                priority=2_000_001_000,
+                class_name="system-node-critical",
+                namespace="priority-system",
+            ),
+            pod(
+                "replica",
+                cpu="400m",
+                priority=2_000_000_000,
+                class_name="system-cluster-critical",
+                namespace="priority-system",
+            ),
             pod("app", cpu="300m", priority=None),
             rejected("crit", priority=2_000_001_000),
         ],

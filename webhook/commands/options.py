@@ -72,3 +72,36 @@ def parse_bind(value: str, *, min_port: int = 1) -> tuple[str, int]:
     elif not host or ":" in host or "[" in host or "]" in host or not host.isprintable() or " " in host:
         raise ValueError(f"host {host!r} is not a host name or address (IPv6 goes in brackets)")
     return host, int(port)
+
+
+# argparse types: a bad value is a one-line usage error naming the option.
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value

@@ -18,6 +18,9 @@ from webhook.commands.options import (
     add_legacy_annotation,
     add_log_level,
     parse_bind,
+    positive_float,
+    positive_int,
+    seconds,
 )
 from webhook.files import tls
 from webhook.files.documents import InputError
@@ -73,23 +76,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "mutation skipped by a timeout or an outage, is admitted with a warning and counted in "
         "priority_webhook_unresolved_pods_total (default: kube-system)",
     )
-    parser.add_argument("--workers", type=_positive, default=2, help="processes (default: %(default)s)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="processes (default: %(default)s)")
     parser.add_argument(
         "--threads",
-        type=_positive,
+        type=positive_int,
         default=8,
         help="threads per process that run complete requests (default: %(default)s)",
     )
     parser.add_argument(
         "--graceful-timeout",
-        type=_positive,
+        type=positive_int,
         default=25,
         metavar="SECONDS",
         help="how long in-flight reviews may take to finish after SIGTERM (default: %(default)s)",
     )
     parser.add_argument(
         "--shutdown-delay",
-        type=_seconds,
+        type=seconds,
         default=SHUTDOWN_DELAY,
         metavar="SECONDS",
         help="after SIGTERM, go on accepting and answering for this long, each answer closing its "
@@ -99,7 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--read-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=REQUEST_TIMEOUT,
         metavar="SECONDS",
         help="longest a client may take for the TLS handshake, and for a whole request (line, headers and "
@@ -108,7 +111,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--keepalive",
-        type=_positive_float,
+        type=positive_float,
         default=KEEPALIVE,
         metavar="SECONDS",
         help="how long an idle kept-alive connection stays open (default: %(default)s; the API server "
@@ -116,7 +119,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=_positive,
+        type=positive_int,
         default=MAX_CONNECTIONS,
         metavar="N",
         help="connections each worker process holds at most; at the limit, the one that has waited longest "
@@ -166,36 +169,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--access-log", action="store_true", help="log one line per request to stderr")
     add_log_level(parser)
     parser.set_defaults(run=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
 
 
 _DURATION = re.compile(r"([0-9]+)(s|m|h|d)")
