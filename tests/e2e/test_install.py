@@ -113,8 +113,10 @@ def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
         assert "NotFound" in cluster.kubectl("get", kind, fullname, check=False).stderr, kind
     # The failed gate deleted itself (hook-failed): `helm uninstall` never deletes hooks, so nothing else would.
     wait_for(
-        lambda: "NotFound"
-        in cluster.kubectl("get", "job", f"{fullname}-hooks-wait", "-n", namespace, check=False).stderr,
+        lambda: (
+            "NotFound"
+            in cluster.kubectl("get", "job", f"{fullname}-hooks-wait", "-n", namespace, check=False).stderr
+        ),
         timeout=30,
         what="the failed wait Job deleted",
     )

@@ -56,7 +56,9 @@ def test_a_shutdown_delay_not_within_the_graceful_timeout_is_refused() -> None:
 
 
 def test_during_the_shutdown_delay_new_connections_are_answered_and_closed(tmp_path: Path) -> None:
-    """An endpoint's removal reaches the API server after SIGTERM may: it can still dial this replica."""
+    """An endpoint's removal reaches the API server after SIGTERM may: it can still dial this replica. /readyz
+    says it is stopping (so a replica restarted rather than deleted leaves the endpoints too); /healthz is
+    still 200 (the kubelet must not kill it meanwhile)."""
     serve = ("--classes", str(EXAMPLE_CLASSES), "--graceful-timeout", "30", "--shutdown-delay", "20")
     with webhook_server(tmp_path, *serve) as server:
         body = review(pod("web"))
@@ -71,4 +73,7 @@ def test_during_the_shutdown_delay_new_connections_are_answered_and_closed(tmp_p
         answer = server.review("/mutate", body)
         assert answer.status_code == 200 and answer.json()["response"]["allowed"] is True
         assert answer.headers["Connection"] == "close"
+        ready = server.session.get(server.url + "/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json() == {"status": "not ready: shutting down"}
+        assert server.session.get(server.url + "/healthz", timeout=10).status_code == 200
         assert server.process.wait(40) == 0

@@ -51,6 +51,7 @@ HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worke
 TRIM_INTERVAL = 10.0
 TLS_SHUTDOWN_TIMEOUT = 2.0  # waiting for the client's close_notify when we close
 _JSON_TYPE = ("Content-Type", JSON)
+_SHUTTING_DOWN = b'{"status": "not ready: shutting down"}'
 # accept() errors that mean "out of a resource for now": wait a little instead of spinning.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -92,9 +93,13 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
     # -- the Owner protocol of webhook.server.http1 ---------------------------------------------------------
 
     def answer_now(self, request: Request) -> Answer | None:
+        path = request.target.partition(b"?")[0]
+        if self.draining and path == b"/readyz":
+            # Stopping: out of the Service's endpoints even where the pod is not being deleted (a restart).
+            return "503 Service Unavailable", [_JSON_TYPE], _SHUTTING_DOWN
         if request.method != b"POST":
             return None
-        endpoint = self.endpoints.get(request.target.partition(b"?")[0])
+        endpoint = self.endpoints.get(path)
         if endpoint is None:
             return None
         content_type = request.header(b"content-type")
