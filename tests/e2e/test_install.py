@@ -285,3 +285,35 @@ def test_an_upgrade_keeps_the_generated_certificate(cluster: ControlPlane, relea
             "get", "mutatingwebhookconfiguration", f"{name}-priority-webhook", check=False
         ).stderr
     )
+
+
+def test_a_class_of_the_users_own_gives_the_chart_s_pods_its_value(
+    cluster: ControlPlane, release: dict[str, str]
+) -> None:
+    """The chart's pods carry their class's value as spec.priority (the release namespace is never sent to
+    the webhook): for a class of the user's own, read with `lookup` at install. (Without the gate and
+    fail-open, as above.)"""
+    name, namespace = release["release"], release["namespace"]
+    class_name = f"platform-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "priorityclass", class_name, "--value=1000000")
+    values = {
+        "webhook": {"priorityClassName": class_name},
+        "sidecar": {"enabled": False},
+        "admission": {
+            "installGate": {"enabled": False},
+            "failurePolicy": "Ignore",
+            "priorityClassFailurePolicy": "Ignore",
+        },
+    }
+    try:
+        with (
+            helm.Config(kubeconfig_path=str(cluster.kubeconfig), namespace=namespace) as config,
+            helm.Chart.load(CHART) as chart,
+        ):
+            config.install(chart, name, values, namespace=namespace, create_namespace=True, timeout=60)
+            spec = cluster.get_json("deployment", f"{name}-priority-webhook", "-n", namespace)["spec"]
+            assert spec["template"]["spec"]["priorityClassName"] == class_name
+            assert spec["template"]["spec"]["priority"] == 1000000
+            config.uninstall(name, timeout=60)
+    finally:
+        cluster.kubectl("delete", "priorityclass", class_name, "--ignore-not-found", check=False)
