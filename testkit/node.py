@@ -168,6 +168,9 @@ class Node:
         layout = self.layout
         api_port, kubelet_port, kubelet_healthz, proxy_metrics, proxy_healthz = free_ports(5)
         node_host.create_bridge(BRIDGE, self.address, self.subnet.prefixlen)
+        # Bridged traffic through iptables, so a Service's reply from a pod on the same bridge is un-NATed
+        # (kube-proxy needs it; restored with the other kernel settings).
+        node_host.set_sysctl("net.bridge.bridge-nf-call-iptables", "1")
         node_host.Guard(BRIDGE, str(self.subnet), (api_port, kubelet_port)).install()
 
         self.plane = self._timed(
@@ -363,7 +366,8 @@ class Node:
 
     def leftovers(self) -> list[str]:
         """What of the node is still on the machine after `stop()` (empty when it left it as found)."""
-        found = [f"iptables ({cmd}) differs" for cmd in self.host.iptables.differences()]
+        changed = self.host.iptables.differences((BRIDGE, str(self.subnet)))
+        found = [f"{command}: {line}" for command, lines in changed.items() for line in lines]
         found += [f"{name} {was} -> {now}" for name, (was, now) in self.host.sysctls.differences().items()]
         found += [str(path) for path in self.host.paths.new()]
         found += [str(group) for group in node_host.kubepods_cgroups()]

@@ -171,13 +171,18 @@ class IptablesSnapshot:
                 for table in empty_new_tables(before, parse_save(save(command))):
                     run("nft", "delete", "table", FAMILIES[command], table, check=False)
 
-    def differences(self) -> dict[str, tuple[str, str]]:
-        """Families whose current rules differ from the saved ones: (saved, now), both normalized."""
+    def differences(self, markers: Iterable[str] = ()) -> dict[str, list[str]]:
+        """Per family, the lines (normalized) that appeared or went since the save and belong to the node:
+        they name one of its chains' prefixes or one of `markers` (its bridge, its subnet). Other programs'
+        rules, which may come and go meanwhile on a shared machine, are not the node's to answer for."""
+        words = (*NODE_CHAIN_PREFIXES, *markers)
         found = {}
         for command, text in self.saved.items():
-            now = save(command)
-            if normalized(now) != normalized(text):
-                found[command] = (normalized(text), normalized(now))
+            before = set(normalized(text).splitlines())
+            now = set(normalized(save(command)).splitlines())
+            changed = sorted(line for line in before ^ now if any(word in line for word in words))
+            if changed:
+                found[command] = changed
         return found
 
 
@@ -224,6 +229,12 @@ class Guard:
 # -- kernel settings --------------------------------------------------------------------------------------
 def _sysctl_path(name: str) -> Path:
     return Path("/proc/sys") / name.replace(".", "/")
+
+
+def set_sysctl(name: str, value: str) -> None:
+    """Write a kernel setting where this kernel has it (record it in a SysctlSnapshot first)."""
+    with contextlib.suppress(FileNotFoundError):
+        _sysctl_path(name).write_text(value + "\n")
 
 
 @dataclass

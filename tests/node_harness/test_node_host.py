@@ -248,6 +248,7 @@ def test_the_bridge_and_the_rules_round_trip_leave_the_machine_as_found() -> Non
         shutil.rmtree(run, ignore_errors=True)
     for command, text in saved.saved.items():
         assert _ours_only(node_host.save(command)) == _ours_only(text), command
+    assert saved.differences((bridge, str(subnet))) == {}
     appeared = set(node_host.links()) - set(links_before)
     assert bridge not in appeared and host_veth not in appeared
     # A concurrent podman build's links may come and go meanwhile; none of them is the node's.
