@@ -191,6 +191,7 @@ class Node:
             ),
         )
         plane = self.plane
+        live.forget(plane)  # stopped by the node, after its workloads are drained and its kubelet stopped
         kubelet_kubeconfig = plane.write_kubeconfig(
             layout.run / "kubelet.kubeconfig", f"system:node:{self.name}", ("system:nodes",)
         )
@@ -219,6 +220,7 @@ class Node:
         image = project_image or self._timed("project image", node_images.project_image)
         self.project_image = image
         self.runtime = Containerd.create(layout, sandbox_image=pause)
+        live.forget(self.runtime)  # stopped by the node, after its kubelet
         self.containerd_version = containerd_version()
         runtime = self.runtime
         for reference in (pause, image):

@@ -98,12 +98,15 @@ class Release:
     def fullname(self) -> str:
         return self.name if "priority-webhook" in self.name else f"{self.name}-priority-webhook"
 
-    def installed(self) -> bool:
+    def status(self) -> str | None:
+        """The release's status (`deployed`, `failed`, ...), or None where there is no release."""
         with self.helm() as (config, _):
             try:
-                return bool(config.status(self.name))
-            except helm.HelmError:
-                return False
+                return str(config.status(self.name)["status"])
+            except helm.HelmError as err:  # NotFound, or Helm's "release: not found" under another code
+                if isinstance(err, helm.HelmNotFoundError) or "not found" in str(err).lower():
+                    return None
+                raise
 
     def install(self, values: dict[str, Any] | None = None, *, timeout: int = HELM_TIMEOUT) -> Any:
         with self.helm() as (config, chart):
@@ -118,8 +121,12 @@ class Release:
             )
 
     def ensure_installed(self) -> None:
-        """Install with the node's values unless the release is there and deployed."""
-        if not self.installed():
+        """Install with the node's values unless the release is there and deployed (one left failed by a
+        test is uninstalled first)."""
+        status = self.status()
+        if status != "deployed":
+            if status is not None:
+                self.uninstall()
             self.install()
         self.wait_ready()
 

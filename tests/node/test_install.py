@@ -14,7 +14,7 @@ from tests.node.release import CONFIG_KINDS, Release
 
 def test_install_to_ready_with_the_gate_then_helm_test_passes(real_node: Node) -> None:
     release = Release(real_node)
-    if release.installed():
+    if release.status() is not None:
         release.uninstall()
     started = time.monotonic()
     installed = release.install()

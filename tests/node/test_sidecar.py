@@ -151,22 +151,18 @@ def gone_or_terminating(node: Node, ns: str, name: str) -> bool:
     return found.returncode != 0 or "deletionTimestamp" in json.loads(found.stdout)["metadata"]
 
 
-def victims_cli(node: Node, ns: str, rejected: dict[str, Any], tmp_path: Path) -> list[str]:
-    """`priority-webhook victims` on the node and its pods as they are now, for the rejected pod (its
-    ReplicaSet's other pods left out: the same demand)."""
-    app = rejected["metadata"]["labels"]["app"]
-    listed = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [p for p in pods_on_node(node) if p["metadata"].get("labels", {}).get("app") != app],
-    }
-    files = {
-        "node.json": json.dumps(node.node_object()),
-        "pods.json": json.dumps(listed),
-        "pod.json": json.dumps({k: v for k, v in rejected.items() if k != "status"}),
-    }
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
+def snapshot(node: Node, tmp_path: Path) -> tuple[Path, Path]:
+    """The Node and its pods as they are now, as `kubectl get -o json` prints them: what the kubelet sees
+    when the next pod arrives (taken before it does, so no eviction has begun)."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": pods_on_node(node)}
+    (tmp_path / "node.json").write_text(json.dumps(node.node_object()))
+    (tmp_path / "pods.json").write_text(json.dumps(listed))
+    return tmp_path / "node.json", tmp_path / "pods.json"
+
+
+def victims_cli(files: tuple[Path, Path], rejected: dict[str, Any], tmp_path: Path) -> list[str]:
+    """`priority-webhook victims` on that snapshot for the rejected pod, in the chart's order."""
+    (tmp_path / "pod.json").write_text(json.dumps({k: v for k, v in rejected.items() if k != "status"}))
     out = subprocess.run(
         [
             sys.executable,
@@ -174,9 +170,9 @@ def victims_cli(node: Node, ns: str, rejected: dict[str, Any], tmp_path: Path) -
             "webhook",
             "victims",
             "--node",
-            str(tmp_path / "node.json"),
+            str(files[0]),
             "--pods",
-            str(tmp_path / "pods.json"),
+            str(files[1]),
             "--pod",
             str(tmp_path / "pod.json"),
             "--order",
@@ -211,6 +207,7 @@ def test_a_rejected_critical_pod_gets_exactly_upstreams_victims_and_its_replacem
     left = free_cpu(real_node)
     # Needs more than is left, less than low-big frees and more than low-small does: low-big alone.
     need = left + (small + big) // 2
+    before = snapshot(real_node, tmp_path)
     real_node.kubectl(
         "apply", "-f", "-", input=json.dumps(replica_set(real_node, "crit", ns, need, "node-sc-critical"))
     )
@@ -222,7 +219,7 @@ def test_a_rejected_critical_pod_gets_exactly_upstreams_victims_and_its_replacem
 
     first = wait_for(rejected, timeout=WAIT, interval=0.2, what="the kubelet to reject the critical pod")
     assert first["status"]["phase"] == "Failed" and "Pod was rejected" in first["status"]["message"]
-    expected = victims_cli(real_node, ns, first, tmp_path)
+    expected = victims_cli(before, first, tmp_path)
     assert expected == ["low-big"], "upstream's order picks the one low pod that frees enough"
 
     wait_for(
@@ -300,7 +297,12 @@ def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: R
     )
     probe = f"restriction-{uuid.uuid4().hex[:4]}"
     body = pod(
-        probe, release.namespace, real_node.project_image, serviceAccountName=SIDECAR, nodeName=real_node.name
+        probe,
+        release.namespace,
+        real_node.project_image,
+        serviceAccountName=SIDECAR,
+        automountServiceAccountToken=True,  # the projected token, bound to this pod and so to its node
+        nodeName=real_node.name,
     )
     real_node.kubectl("create", "-f", "-", input=json.dumps(body))
     try:
@@ -316,13 +318,15 @@ def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: R
             what="the probe pod to run",
         )
         script = (
-            "import json, sys, urllib.request, ssl\n"
+            "import json, os, urllib.error, urllib.request, ssl\n"
             "d = '/var/run/secrets/kubernetes.io/serviceaccount/'\n"
             "token = open(d + 'token').read()\n"
             "ctx = ssl.create_default_context(cafile=d + 'ca.crt')\n"
+            # No cluster DNS: the Service's address from the environment, as in-cluster clients use it.
+            "api = 'https://%s:%s' % (os.environ['KUBERNETES_SERVICE_HOST'], os.environ['KUBERNETES_SERVICE_PORT'])\n"
             "out = {}\n"
             f"for name in ('here', 'elsewhere'):\n"
-            f"    req = urllib.request.Request('https://kubernetes.default.svc/api/v1/namespaces/{ns}/pods/' + name + '?dryRun=All', method='DELETE', headers={{'Authorization': 'Bearer ' + token}})\n"
+            f"    req = urllib.request.Request(api + '/api/v1/namespaces/{ns}/pods/' + name + '?dryRun=All', method='DELETE', headers={{'Authorization': 'Bearer ' + token}})\n"
             "    try:\n"
             "        out[name] = [urllib.request.urlopen(req, context=ctx, timeout=10).status, '']\n"
             "    except urllib.error.HTTPError as err:\n"

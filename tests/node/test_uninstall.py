@@ -23,7 +23,7 @@ DOCUMENTED = {f"secret/{CA_SECRET}"}
 def release(real_node: Node) -> Iterator[Release]:
     """A release that this test installs itself; the session's is reinstalled by whichever module needs it."""
     installed = Release(real_node)
-    if installed.installed():
+    if installed.status() is not None:
         installed.uninstall()
     yield installed
     real_node.kubectl(
