@@ -68,9 +68,10 @@ def image_values(reference: str) -> dict[str, Any]:
     return {"image": {"repository": name, "tag": tag}}
 
 
-def node_values(node: Node, **extra: Any) -> dict[str, Any]:
-    """The chart's defaults but for what one node needs (the module docstring), merged with `extra`."""
-    values = image_values(node.project_image)
+def node_values(image: str, **extra: Any) -> dict[str, Any]:
+    """The chart's defaults but for what one node needs (the module docstring: the image, by the reference
+    `scripts/image` printed), merged with `extra` (one level deep)."""
+    values = image_values(image)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(values.get(key), dict):
             values[key] = {**values[key], **value}
@@ -113,7 +114,7 @@ class Release:
             return config.install(
                 chart,
                 self.name,
-                values if values is not None else node_values(self.node),
+                values if values is not None else node_values(self.node.project_image),
                 namespace=self.namespace,
                 create_namespace=True,
                 timeout=timeout,

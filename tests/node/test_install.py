@@ -37,6 +37,7 @@ def test_install_to_ready_with_the_gate_then_helm_test_passes(real_node: Node) -
 
     tested = release.test()
     assert tested["release"]["status"] == "deployed"
-    assert "priority" in tested.get("logs", ""), tested
+    # The test pod's dry-run pod names no class and there is no default: 0, as the docs say.
+    assert "a pod with no class in default gets priority 0 (PreemptLowerPriority)" in tested["logs"], tested
     assert [(h["revision"], h["status"]) for h in release.history()] == [(1, "deployed")]
     print(f"install to Ready with the gate: {took:.1f} s")

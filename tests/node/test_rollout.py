@@ -25,6 +25,7 @@ from tests.node.release import CreationLoop, Release, namespace, node_values, po
 CLASS = "node-roll"
 VALUE = 4242
 ROUNDS = 3
+ROUND = "priority-webhook.io/test-round"
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +44,10 @@ def ns(real_node: Node) -> Iterator[str]:
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def rolled(node: Node, round_: int) -> dict[str, object]:
+def rolled(image: str, round_: int) -> dict[str, object]:
     """The node's values with a pod annotation on both workloads: each upgrade rolls both."""
-    marker = {"priority-webhook.io/test-round": str(round_)}
-    return node_values(node, webhook={"podAnnotations": marker}, sidecar={"podAnnotations": marker})
+    marker = {ROUND: str(round_)}
+    return node_values(image, webhook={"podAnnotations": marker}, sidecar={"podAnnotations": marker})
 
 
 def test_upgrade_and_rollback_under_a_creation_loop_lose_nothing(
@@ -55,7 +56,7 @@ def test_upgrade_and_rollback_under_a_creation_loop_lose_nothing(
     for round_ in range(1, ROUNDS + 1):
         before = release.history()[-1]["revision"]
         with CreationLoop(real_node, ns, CLASS, VALUE) as loop:
-            upgraded = release.upgrade(rolled(real_node, round_))
+            upgraded = release.upgrade(rolled(real_node.project_image, round_))
             release.wait_ready()
         assert upgraded["status"] == "deployed"
         assert loop.created > 0 and loop.failures == [] and loop.wrong == [], (

@@ -55,10 +55,10 @@ def release(node: Node) -> Iterator[Release]:
             }
         ),
     )
-    installed.upgrade(node_values(node, sidecar=SIDECAR_VALUES))
+    installed.upgrade(node_values(node.project_image, sidecar=SIDECAR_VALUES))
     installed.wait_ready()
     yield installed
-    installed.upgrade(node_values(node))
+    installed.upgrade(node_values(node.project_image))
     installed.wait_ready()
     node.kubectl("delete", "priorityclass", *CLASSES, "--ignore-not-found")
 

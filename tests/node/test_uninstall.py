@@ -17,6 +17,16 @@ from testkit.node import Node
 from tests.node.release import CA_SECRET, Release, namespace, node_values, pod
 
 DOCUMENTED = {f"secret/{CA_SECRET}"}
+GATE_SECONDS = 30
+
+
+def failing_values(image: str) -> dict[str, object]:
+    """An install whose webhook exits at start (an unknown flag): the gate gives up after GATE_SECONDS."""
+    return node_values(
+        image,
+        webhook={"extraArgs": ["--no-such-flag"]},
+        admission={"installGate": {"enabled": True, "timeoutSeconds": GATE_SECONDS}},
+    )
 
 
 @pytest.fixture
@@ -54,11 +64,7 @@ def test_uninstall_after_a_good_install_leaves_only_what_the_docs_name(
 def test_uninstall_after_a_failed_install_leaves_only_what_the_docs_name(
     real_node: Node, release: Release
 ) -> None:
-    values = node_values(
-        real_node,
-        webhook={"extraArgs": ["--no-such-flag"]},
-        admission={"installGate": {"enabled": True, "timeoutSeconds": 30}},
-    )
+    values = failing_values(real_node.project_image)
     with pytest.raises(helm.HelmError) as failed:
         release.install(values, timeout=240)
     assert "failed" in str(failed.value).lower(), str(failed.value)
