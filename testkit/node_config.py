@@ -46,6 +46,10 @@ class Layout:
         return self.run / "containerd" / "state"
 
     @property
+    def containerd_opt(self) -> Path:
+        return self.run / "containerd" / "opt"
+
+    @property
     def containerd_socket(self) -> Path:
         return self.run / "containerd" / "containerd.sock"
 
@@ -114,7 +118,8 @@ def _toml(value: Any) -> str:
 
 
 def containerd_config(layout: Layout, sandbox_image: str = PAUSE_IMAGE) -> str:
-    """containerd 1.6's configuration (version 2) for the node: everything of its own, the CRI plugin with
+    """containerd 1.6's configuration (version 2) for the node: everything of its own (no folder outside the
+    run folder but the shims' sockets in /run/containerd, which containerd 1.6 does not let one move), the CRI plugin with
     our pause image, runc through the v2 shim with cgroupfs (the kubelet's driver), the CNI bridge's
     folders, and no OOM score below containerd's own (`restrict_oom_score_adj`)."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
@@ -130,6 +135,8 @@ def containerd_config(layout: Layout, sandbox_image: str = PAUSE_IMAGE) -> str:
         ("grpc", {"address": layout.containerd_socket}),
         ("ttrpc", {"address": f"{layout.containerd_socket}.ttrpc"}),
         ("debug", {"level": "info"}),
+        # The `opt` plugin's folder (default /opt/containerd, made at every start).
+        ('plugins."io.containerd.internal.v1.opt"', {"path": layout.containerd_opt}),
         (cri, {"sandbox_image": sandbox_image, "restrict_oom_score_adj": True, "enable_selinux": False}),
         (
             f"{cri}.containerd",

@@ -10,7 +10,7 @@ restoring the whole saved dump would delete them. After it, `iptables-save` prin
 
 Paths: `PathSnapshot` records which of the machine-wide folders the kubelet, containerd and the CNI plugins
 write whatever they are told (/var/lib/kubelet, /run/containerd, /run/netns, /var/lib/cni, /var/log/containers,
-/var/log/pods) existed and what they held; cleanup unmounts and removes what is new, and nothing else.
+/var/log/pods; /opt/containerd, should a configuration leave containerd's `opt` plugin there) existed and what they held; cleanup unmounts and removes what is new, and nothing else.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ BUILTIN_CHAINS = {"INPUT", "FORWARD", "OUTPUT", "PREROUTING", "POSTROUTING"}
 MACHINE_PATHS = (
     Path("/var/lib/kubelet"),
     Path("/run/containerd"),
+    Path("/opt/containerd"),
     Path("/run/netns"),
     Path("/var/lib/cni"),
     Path("/var/log/containers"),

@@ -61,6 +61,7 @@ def test_containerd_has_everything_of_its_own() -> None:
     assert config["version"] == 2
     assert (config["root"], config["state"]) == (str(LAYOUT.containerd_root), str(LAYOUT.containerd_state))
     assert config["grpc"]["address"] == str(LAYOUT.containerd_socket)
+    assert config["plugins"]["io.containerd.internal.v1.opt"]["path"] == str(LAYOUT.containerd_opt)
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == PAUSE_IMAGE and cri["restrict_oom_score_adj"] is True
     assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(LAYOUT.cni_conf_dir), "max_conf_num": 1}
@@ -88,6 +89,7 @@ def test_containerd_reads_the_configuration_as_written(tmp_path: Path) -> None:
     assert config["root"] == str(layout.containerd_root) and config["grpc"]["address"] == str(
         layout.containerd_socket
     )
+    assert config["plugins"]["io.containerd.internal.v1.opt"]["path"] == str(layout.containerd_opt)
 
 
 def test_the_bridge_never_masquerades_and_keeps_its_state_in_the_run_folder() -> None:
