@@ -362,6 +362,7 @@ class Node:
         step(self.host.iptables.restore)
         step(self.host.sysctls.restore)
         step(lambda: shutil.rmtree(self.layout.run, ignore_errors=True))
+        step(lambda: node_images.remove_from_podman(PAUSE_IMAGE))  # where a failed start left it
         live.forget(self)
         if errors:
             raise errors[0]
