@@ -213,8 +213,8 @@ class Release:
         ).stdout
 
     def left_behind(self) -> list[str]:
-        """Every object of the release still in the cluster (by its instance label), and any webhook
-        configuration of its name, as `kind/name`."""
+        """Every object of the release still in the cluster (by its instance label, which the hook Jobs and
+        their pods carry too), and any webhook configuration of its name, as `kind/name`."""
         selector = f"app.kubernetes.io/instance={self.name}"
         left = []
         for kinds, scope in ((CLUSTER_KINDS, ()), (NAMESPACED_KINDS, ("-n", self.namespace))):
@@ -225,10 +225,6 @@ class Release:
         for kind in CONFIG_KINDS:
             if self.node.kubectl("get", kind, self.fullname, check=False).returncode == 0:
                 left.append(f"{kind}/{self.fullname}")
-        for job in self.node.kubectl(
-            "get", "jobs,pods", "-n", self.namespace, "-o", "name", check=False
-        ).stdout.split():
-            left.append(job)
         return sorted(set(left))
 
 
