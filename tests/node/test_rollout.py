@@ -6,8 +6,8 @@
   and every one gets its class's priority.
 - Every webhook pod force-deleted at once: what docs/operations.md says happens, happens. Pod creation
   in the namespaces the webhook guards is refused (failurePolicy Fail), kube-system's is admitted
-  (failurePolicy Ignore) and so is the release namespace's (never sent to the webhook), and once the Deployment's new replicas are Ready creations succeed again with the
-  class's priority.
+  (failurePolicy Ignore) and so is the release namespace's (never sent to the webhook), and once the
+  Deployment's new replicas are Ready creations succeed again with the class's priority.
 """
 
 from __future__ import annotations
