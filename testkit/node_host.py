@@ -319,16 +319,18 @@ def unmount_all(roots: Iterable[Path]) -> None:
 
 @dataclass
 class PathSnapshot:
-    """Which machine-wide folders existed and what they held."""
+    """Which machine-wide folders existed and what they held, two levels deep (a containerd already on the
+    machine has /run/containerd/runc and /run/containerd/s: the node's entries go one level below)."""
 
-    entries: dict[Path, frozenset[str] | None]  # None: absent
+    entries: dict[Path, frozenset[str] | None]  # None: absent; else the relative paths at depth 1 and 2
 
     @classmethod
     def take(cls, paths: Iterable[Path] = MACHINE_PATHS) -> PathSnapshot:
-        return cls({path: frozenset(os.listdir(path)) if path.is_dir() else None for path in paths})
+        return cls({path: _two_levels(path) if path.is_dir() else None for path in paths})
 
     def new(self) -> list[Path]:
-        """What the node made: a whole folder that was absent, else the entries it did not hold."""
+        """What the node made: a whole folder that was absent, else the entries it did not hold (an entry
+        inside a new one goes with it)."""
         made = []
         for path, held in self.entries.items():
             if not path.exists():
@@ -336,8 +338,9 @@ class PathSnapshot:
             if held is None:
                 made.append(path)
             elif path.is_dir():
-                made += [path / name for name in sorted(set(os.listdir(path)) - held)]
-        return made
+                fresh = sorted(_two_levels(path) - held)
+                made += [path / rel for rel in fresh if str(Path(rel).parent) not in fresh]
+        return sorted(set(made))
 
     def clean(self) -> None:
         made = self.new()
@@ -348,6 +351,19 @@ class PathSnapshot:
             else:
                 with contextlib.suppress(OSError):
                     path.unlink()
+
+
+def _two_levels(path: Path) -> frozenset[str]:
+    """The entries of a folder and of its sub-folders (not followed through links), as relative paths."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path):
+            found.add(name)
+            inner = path / name
+            if inner.is_dir() and not inner.is_symlink():
+                with contextlib.suppress(OSError):
+                    found.update(f"{name}/{child}" for child in os.listdir(inner))
+    return frozenset(found)
 
 
 def kubepods_cgroups() -> list[Path]:

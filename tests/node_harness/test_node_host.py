@@ -130,6 +130,25 @@ def test_the_guard_keeps_the_pod_subnet_and_the_ports_to_themselves() -> None:
     }
 
 
+def test_the_machine_wide_folders_lose_what_the_node_made_and_nothing_else(tmp_path: Path) -> None:
+    """A folder that was absent goes whole; in one that was there (a containerd already on the machine),
+    only the entries that are new, two levels down, and an entry inside a new folder goes with it."""
+    there, absent = tmp_path / "run-containerd", tmp_path / "var-lib-kubelet"
+    (there / "runc" / "moby").mkdir(parents=True)
+    (there / "s").mkdir()
+    (there / "theirs.sock").write_text("")
+    snapshot = PathSnapshot.take([there, absent])
+    (there / "runc" / "k8s.io").mkdir()
+    (there / "s" / "0123abcd").write_text("")
+    (there / "fifo" / "x").mkdir(parents=True)
+    (absent / "pods").mkdir(parents=True)
+    assert snapshot.new() == [there / "fifo", there / "runc" / "k8s.io", there / "s" / "0123abcd", absent]
+    snapshot.clean()
+    assert snapshot.new() == [] and not absent.exists()
+    assert sorted(p.name for p in there.iterdir()) == ["runc", "s", "theirs.sock"]
+    assert [p.name for p in (there / "runc").iterdir()] == ["moby"]
+
+
 # -- the real round trip ------------------------------------------------------------------------------------
 NEEDED = ("iptables", "iptables-save", "iptables-restore", "ip")
 missing = [command for command in NEEDED if shutil.which(command) is None]
