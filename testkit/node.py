@@ -86,11 +86,15 @@ class HostState:
     def take(cls) -> HostState:
         if node_host.kubepods_cgroups():
             raise NodeUnavailable(
-                f"pod cgroups ({node_host.KUBEPODS}) already exist under {node_host.CGROUP_ROOT}: "
-                "another kubelet runs on this machine"
+                f"pod cgroups ({node_host.KUBEPODS}) already exist under {node_host.CGROUP_ROOT}: another "
+                "kubelet runs on this machine, or a node was killed before its cleanup"
             )
         if BRIDGE in node_host.links():
-            raise NodeUnavailable(f"a link named {BRIDGE} already exists: another node runs on this machine")
+            raise NodeUnavailable(
+                f"a link named {BRIDGE} already exists: another node runs on this machine, or one was killed "
+                f"before its cleanup (then `ip link delete {BRIDGE}`, and its iptables chains "
+                f"{node_host.OUR_CHAIN_PREFIX}*)"
+            )
         return cls(
             node_host.IptablesSnapshot.take(), node_host.SysctlSnapshot.take(), node_host.PathSnapshot.take()
         )
