@@ -95,9 +95,14 @@ class HostState:
                 f"before its cleanup (then `ip link delete {BRIDGE}`, and its iptables chains "
                 f"{node_host.OUR_CHAIN_PREFIX}*)"
             )
-        return cls(
-            node_host.IptablesSnapshot.take(), node_host.SysctlSnapshot.take(), node_host.PathSnapshot.take()
-        )
+        iptables = node_host.IptablesSnapshot.take()
+        left = iptables.chains_named(node_host.OUR_CHAIN_PREFIX)
+        if left:
+            raise NodeUnavailable(
+                f"iptables chains of a node are already there ({', '.join(left)}): a node was killed before "
+                "its cleanup; delete them first"
+            )
+        return cls(iptables, node_host.SysctlSnapshot.take(), node_host.PathSnapshot.take())
 
 
 @dataclass(eq=False)

@@ -160,6 +160,16 @@ class IptablesSnapshot:
     def take(cls) -> IptablesSnapshot:
         return cls({command: save(command) for command in FAMILIES if shutil.which(f"{command}-save")})
 
+    def chains_named(self, prefix: str) -> list[str]:
+        """`family table/chain` of every saved chain whose name starts with `prefix`."""
+        return [
+            f"{command} {table}/{chain}"
+            for command, text in self.saved.items()
+            for table, parsed in parse_save(text).items()
+            for chain in parsed.chains
+            if chain.startswith(prefix)
+        ]
+
     def restore(self) -> None:
         """Undo what the node added (see the module's docstring); raises if a family then differs."""
         nft = shutil.which("nft") is not None and _nf_tables()

@@ -113,6 +113,12 @@ def test_a_table_the_node_made_is_removed_once_empty() -> None:
     assert empty_new_tables(parse_save(BEFORE), parse_save(BEFORE)) == []
 
 
+def test_a_killed_nodes_chains_are_found_by_name() -> None:
+    snapshot = IptablesSnapshot({"iptables": NOW, "ip6tables": BEFORE})
+    assert snapshot.chains_named("PW-NODE-") == ["iptables filter/PW-NODE-INPUT"]
+    assert IptablesSnapshot({"iptables": BEFORE}).chains_named("PW-NODE-") == []
+
+
 def test_normalized_dumps_ignore_counters_and_comments() -> None:
     assert normalized(BEFORE) == normalized(BEFORE.replace("[10:200]", "[0:0]").replace("v1.8.9", "v2"))
     assert normalized(BEFORE) != normalized(BEFORE.replace("--dport 22", "--dport 23"))
