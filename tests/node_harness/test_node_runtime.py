@@ -6,6 +6,7 @@ machine left as found once containerd is stopped and cleaned up."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 
 from testkit import node_images
 from testkit.containerd import SHIM, Containerd
-from testkit.node_config import Layout
+from testkit.node_config import Layout, cni_conflist
 from testkit.node_host import PathSnapshot, alive, mounts_under, processes_naming
 from testkit.wait import wait_for
 
@@ -92,11 +93,19 @@ def test_containerd_with_the_harness_configuration_runs_the_pause_image_and_leav
     reference = node_images.build_pause_image(tmp_path, TEST_IMAGE)
     archive = node_images.save_archive(reference, tmp_path / "pause.tar")
     node_images.remove_from_podman(reference)
+    # The bridge's configuration where the node writes it, before containerd starts (as the node does).
+    layout.cni_conf_dir.mkdir(parents=True)
+    (layout.cni_conf_dir / "10-pw-node.conflist").write_text(
+        json.dumps(cni_conflist(layout, ipaddress.IPv4Network("10.244.250.0/24")))
+    )
     runtime = Containerd.create(layout, sandbox_image=reference)
     try:
         plugins = runtime.ctr("plugins", "list").stdout
         cri = [line.split() for line in plugins.splitlines() if " cri " in f" {line} "]
         assert cri and cri[0][-1] == "ok", plugins  # the CRI plugin the kubelet talks to is up
+        log = runtime.process.log.read_text()
+        assert f"NetworkPluginConfDir:{layout.cni_conf_dir}" in log and f"SandboxImage:{reference}" in log
+        assert "failed to load cni" not in log, "the CRI plugin took the bridge's configuration"
         assert runtime.version()
 
         started = time.monotonic()
