@@ -228,12 +228,10 @@ class Release:
         return sorted(set(left))
 
 
-def namespace(node: Node, prefix: str, labels: dict[str, str] | None = None) -> str:
+def namespace(node: Node, prefix: str) -> str:
     """A new namespace of the test's, once its `default` ServiceAccount exists (pods need it)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     node.kubectl("create", "namespace", name)
-    if labels:
-        node.kubectl("label", "namespace", name, *[f"{k}={v}" for k, v in labels.items()])
     wait_for(
         lambda: node.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
         timeout=60,
