@@ -233,18 +233,31 @@ class ControlPlane:
         scheduler: bool = False,
         timeout: float = 120.0,
         assets: Path | None = None,
+        serving_hosts: Sequence[str] = (),
+        secure_port: int | None = None,
     ) -> ControlPlane:
         """Start etcd and kube-apiserver (and the optional components) from `assets`, by default the current
-        version's envtest folder (`assets_dir()`); pass `assets_dir(OLDEST_ASSETS_ENV)` for the oldest."""
+        version's envtest folder (`assets_dir()`); pass `assets_dir(OLDEST_ASSETS_ENV)` for the oldest.
+        `serving_hosts`: further names and addresses the API server's certificate holds (a node's pods reach
+        it at the `kubernetes` Service's address and at the address it advertises). `secure_port`: the API
+        server's port, where the caller needs it before the start (a firewall rule for it); else a free one."""
         assets = assets or assets_dir()
         workdir.mkdir(parents=True, exist_ok=True)
         pki = workdir / "pki"
         pki.mkdir(exist_ok=True)
         etcd_port, peer_port, api_port, cm_port, sched_port = free_ports(5)
+        api_port = secure_port or api_port
         ca = tls.create_ca("envtest CA", days=3650)
         serving = tls.create_serving_cert(
             ca,
-            ["127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            [
+                "127.0.0.1",
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                *serving_hosts,
+            ],
             days=30,
         )
         front_ca = tls.create_ca("envtest front-proxy CA", days=3650)

@@ -1,0 +1,107 @@
+"""The node suite: the chart installed with Helm's own actions on a real single-node cluster (testkit/node.py).
+
+The node is found the envtest way (testkit/node_parts.py): the envtest folder with `kubelet` and `kube-proxy`
+beside the control plane (or `KUBELET`, `KUBE_PROXY`), root, and Debian's containerd, runc, CNI plugins,
+conntrack, iptables and podman, installed where missing once the Kubernetes binaries are there. Where a part
+is absent the suite is left out with one summary line naming it and where it was looked for:
+
+    node: not run: no envtest folder (KUBEBUILDER_ASSETS unset; none under ~/.local/share/kubebuilder-envtest/k8s)
+
+`NODE_REQUIRED=1` turns that into an error. Where it runs, the summary says on what:
+
+    node: 31 tests ran on a real node (kubelet v1.33.3, containerd 1.6.20~ds1)
+
+One node at a time runs on a machine (one kubelet, one bridge), so the `node` fixture is parametrized by the
+in-tree Priority plugin, on then off: pytest runs every test of the first node, stops it (the machine as it
+was found), then starts the second. A failing test gets the tail of every log of the node in its report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit import node_images, node_parts
+from testkit.node import Node
+
+_HERE = Path(__file__).parent
+_NOT_RUN: list[str] = []
+_RAN: dict[str, int] = {}
+_NODES = pytest.StashKey[Node]()
+MODES = ("in-tree-on", "in-tree-off")
+
+
+def node_required() -> bool:
+    """`NODE_REQUIRED=1`: a missing part is an error rather than a line in the summary."""
+    return os.environ.get("NODE_REQUIRED", "").lower() in ("1", "true", "yes")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the parts of a node, leave the suite out with one summary line (an error under
+    NODE_REQUIRED=1). Nothing is installed here: `unavailable()` only looks."""
+    ours = [item for item in items if _HERE in item.path.parents]
+    if not ours:
+        return
+    reason = node_parts.unavailable()
+    if reason is None:
+        return
+    if node_required():
+        raise pytest.UsageError(f"node tests are required (NODE_REQUIRED=1) but node: not run: {reason}")
+    gone = set(ours)
+    items[:] = [item for item in items if item not in gone]
+    config.hook.pytest_deselected(items=ours)
+    _NOT_RUN.append(f"node: not run: {reason}")
+
+
+@pytest.fixture(scope="session")
+def project_image() -> str:
+    """The project's image, built once with `scripts/image`."""
+    return node_images.project_image()
+
+
+@pytest.fixture(scope="session", params=MODES)
+def node(
+    request: pytest.FixtureRequest, project_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Node]:
+    """The node, with the in-tree Priority plugin on (`in-tree-on`) or off (`in-tree-off`); stopped, and the
+    machine left as found, before the other one starts. Its teardown fails a test run that left anything."""
+    with Node.start(
+        tmp_path_factory.mktemp(f"node-{request.param}"),
+        project_image=project_image,
+        in_tree_priority=request.param == "in-tree-on",
+    ) as started:
+        yield started
+    left = started.leftovers()
+    assert not left, f"the node left these on the machine: {left}"
+
+
+@pytest.fixture
+def real_node(node: Node, request: pytest.FixtureRequest) -> Node:
+    """The session's node, its logs attached to this test's report if the test fails."""
+    request.node.stash[_NODES] = node
+    return node
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    node = item.stash.get(_NODES, None)
+    if node is None:
+        return
+    if report.when == "call":
+        _RAN[node.summary()] = _RAN.get(node.summary(), 0) + 1
+    if report.failed:
+        report.sections.append((f"node {node.workdir} (kept)", node.logs()))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _NOT_RUN:
+        terminalreporter.write_line(line)
+    for summary, count in sorted(_RAN.items()):
+        terminalreporter.write_line(f"node: {count} tests ran on a real node ({summary})")

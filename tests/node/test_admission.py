@@ -1,0 +1,166 @@
+"""Admission through the chart's Service on a real node, with the in-tree Priority plugin on and off (the
+`node` fixture's two modes): `kubectl --dry-run=server` (as the README tells users to try it) and real
+creations, the class's priority and policy, a client-set priority refused with upstream's words, the legacy
+critical-pod annotation in kube-system, and a workload whose pods could never be admitted (a warning).
+
+The API server calls the webhook at the Service's endpoints (`--enable-aggregator-routing`); that the
+webhook answered, and not only the in-tree plugin, is read from the replicas' own request counters (through
+the API server's pod proxy, as no other route to a pod exists from outside the node).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from testkit.cluster_webhook import priority_class
+from testkit.node import Node
+from testkit.wait import wait_for
+from tests.node.release import Release, namespace, pod
+
+CLASS = "node-e2e-high"
+VALUE = 100000
+NEVER = "node-e2e-never"
+
+
+@pytest.fixture
+def release(real_node: Node) -> Iterator[Release]:
+    installed = Release(real_node)
+    installed.ensure_installed()
+    real_node.kubectl("apply", "-f", "-", input=json.dumps(priority_class(CLASS, VALUE)))
+    real_node.kubectl("apply", "-f", "-", input=json.dumps(priority_class(NEVER, 10, policy="Never")))
+    yield installed
+    real_node.kubectl("delete", "priorityclass", CLASS, NEVER, "--ignore-not-found")
+
+
+@pytest.fixture
+def ns(real_node: Node) -> Iterator[str]:
+    name = namespace(real_node, "adm")
+    yield name
+    real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def reviews_answered(node: Node, release: Release) -> float:
+    """The pod reviews the webhook's replicas have answered so far (their /metrics, through the API
+    server's proxy to each pod)."""
+    total = 0.0
+    for replica in release.pods("webhook"):
+        name = replica["metadata"]["name"]
+        text = node.kubectl(
+            "get", "--raw", f"/api/v1/namespaces/{release.namespace}/pods/https:{name}:8443/proxy/metrics"
+        ).stdout
+        for labels, value in re.findall(
+            r"^priority_webhook_admission_requests_total\{([^}]*)\} ([0-9.e+]+)$", text, re.M
+        ):
+            if 'resource="pods"' in labels:
+                total += float(value)
+    return total
+
+
+def in_tree(node: Node) -> bool:
+    return node.in_tree_priority
+
+
+def test_kubectl_run_dry_run_through_the_service_gets_the_class(
+    real_node: Node, release: Release, ns: str
+) -> None:
+    before = reviews_answered(real_node, release)
+    done = real_node.kubectl(
+        "run",
+        "p",
+        f"--image={real_node.project_image}",
+        "-n",
+        ns,
+        "--dry-run=server",
+        "-o",
+        "json",
+        f"--overrides={json.dumps({'spec': {'priorityClassName': CLASS}})}",
+    )
+    spec = json.loads(done.stdout)["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (VALUE, "PreemptLowerPriority")
+    assert real_node.kubectl("get", "pod", "p", "-n", ns, check=False).returncode != 0, "a dry run stored it"
+    wait_for(
+        lambda: reviews_answered(real_node, release) > before,
+        timeout=30,
+        interval=0.5,
+        what="the webhook's own count of pod reviews to move",
+    )
+
+
+def test_real_creations_store_the_class_priority_and_policy(
+    real_node: Node, release: Release, ns: str
+) -> None:
+    for name, klass, expected in (
+        ("high", CLASS, (VALUE, "PreemptLowerPriority")),
+        ("never", NEVER, (10, "Never")),
+        ("none", None, (0, "PreemptLowerPriority")),
+    ):
+        body = pod(name, ns, real_node.project_image, **({"priorityClassName": klass} if klass else {}))
+        stored = json.loads(
+            real_node.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(body)).stdout
+        )
+        assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == expected, name
+    wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running"
+            for p in json.loads(real_node.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        ),
+        timeout=120,
+        interval=0.5,
+        what="the pods to run on the node",
+    )
+
+
+def test_a_client_set_priority_is_refused_with_upstreams_words(
+    real_node: Node, release: Release, ns: str
+) -> None:
+    body = pod(
+        f"given-{uuid.uuid4().hex[:4]}", ns, real_node.project_image, priorityClassName=CLASS, priority=5
+    )
+    refused = real_node.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
+    words = (
+        f"the integer value of priority (5) must not be provided in pod spec; "
+        f"priority admission controller computed {VALUE} from the given PriorityClass name"
+    )
+    assert refused.returncode != 0 and words in refused.stderr, refused.stderr
+    if not in_tree(real_node):
+        # With the plugin off the refusal is ours, through the Service.
+        assert 'admission webhook "pods.priority-webhook.io" denied the request: ' + words in refused.stderr
+
+
+def test_the_legacy_critical_annotation_in_kube_system(real_node: Node, release: Release) -> None:
+    name = f"legacy-{uuid.uuid4().hex[:4]}"
+    body = pod(name, "kube-system", real_node.project_image)
+    body["metadata"]["annotations"] = {"scheduler.alpha.kubernetes.io/critical-pod": ""}
+    stored = json.loads(
+        real_node.kubectl(
+            "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(body)
+        ).stdout
+    )
+    assert stored["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert stored["spec"]["priority"] == 2000000000
+
+
+def test_a_workload_whose_pods_would_be_refused_gets_a_warning(
+    real_node: Node, release: Release, ns: str
+) -> None:
+    template = pod("web", ns, real_node.project_image, priorityClassName="no-such-class")
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]},
+        },
+    }
+    applied = real_node.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(deployment))
+    assert (
+        f"Warning: pods created by Deployment {ns}/web will be forbidden: "
+        "no PriorityClass with name no-such-class was found"
+    ) in applied.stderr

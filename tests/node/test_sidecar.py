@@ -1,0 +1,356 @@
+"""The sidecar DaemonSet with real containers on a real kubelet, with the in-tree plugin on and off.
+
+Values beyond the node's (tests/node/release.py), for this module alone: `sidecar.criticalPriority`
+1000000, below the kubelet's own critical line (2e9), so that the kubelet *rejects* a pod of such a class
+(`OutOfcpu`) rather than preempting for it itself, and the sidecar is what frees the room; and
+`sidecar.recreateRejected`, so the rejected pod's ReplicaSet makes a replacement, which must then run.
+
+- The victims are exactly those upstream's node-side order picks (the chart's `priority` order: the lowest
+  priority first, the fewest pods), built so that one pod alone is right, and cross-checked with
+  `priority-webhook victims` on the node as it was at the rejection.
+- The chart's own pods (webhook replicas, the sidecar) are never victims: not of the sidecar when the only
+  room left is theirs, and not of the kubelet's own critical-pod preemption (a system-node-critical pod).
+- Node restriction with real pod-bound tokens: a pod running under the sidecar's ServiceAccount may delete
+  a pod on its node and no other; a token bound to no pod may delete none.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.utils import parse_quantity
+
+from testkit.cluster_webhook import priority_class
+from testkit.node import Node
+from testkit.server import REPO
+from testkit.wait import wait_for
+from tests.node.release import SIDECAR, Release, namespace, node_values, pod
+
+CRITICAL = 1000000
+CLASSES = {"node-sc-critical": CRITICAL, "node-sc-mid": 1000, "node-sc-low": 10}
+SIDECAR_VALUES = {"criticalPriority": CRITICAL, "recreateRejected": True}
+WAIT = 120.0
+
+
+@pytest.fixture(scope="module")
+def release(node: Node) -> Iterator[Release]:
+    installed = Release(node)
+    installed.ensure_installed()
+    node.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [priority_class(n, v) for n, v in CLASSES.items()],
+            }
+        ),
+    )
+    installed.upgrade(node_values(node.project_image, sidecar=SIDECAR_VALUES))
+    installed.wait_ready()
+    yield installed
+    installed.upgrade(node_values(node.project_image))
+    installed.wait_ready()
+    node.kubectl("delete", "priorityclass", *CLASSES, "--ignore-not-found")
+
+
+@pytest.fixture
+def ns(real_node: Node) -> Iterator[str]:
+    name = namespace(real_node, "sc")
+    yield name
+    real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+
+
+def millicores(quantity: str) -> int:
+    return int(parse_quantity(quantity) * 1000)
+
+
+def pods_on_node(node: Node) -> list[dict[str, Any]]:
+    listed = node.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node.name}", "-o", "json")
+    return list(json.loads(listed.stdout)["items"])
+
+
+def requested(p: dict[str, Any]) -> int:
+    return sum(
+        millicores(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for c in p["spec"]["containers"]
+    )
+
+
+def free_cpu(node: Node) -> int:
+    """Allocatable CPU less what the node's live pods request, in millicores."""
+    allocatable = millicores(node.node_object()["status"]["allocatable"]["cpu"])
+    live = [p for p in pods_on_node(node) if p["status"].get("phase") not in ("Succeeded", "Failed")]
+    return allocatable - sum(requested(p) for p in live)
+
+
+def chart_pods(release: Release) -> dict[str, str]:
+    """name -> uid of the release's running pods (webhook replicas, sidecar)."""
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in release.pods()
+        if p["metadata"]["labels"].get("app.kubernetes.io/component") in ("webhook", "sidecar")
+    }
+
+
+def filler(node: Node, name: str, ns: str, cpu: int, klass: str) -> dict[str, Any]:
+    """A Burstable pod of `cpu` millicores bound to the node (no scheduler: its preemption would act first)."""
+    body = pod(name, ns, node.project_image, priorityClassName=klass, nodeName=node.name)
+    body["metadata"]["labels"] = {"app": name}
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": f"{cpu}m"}}
+    return body
+
+
+def replica_set(node: Node, name: str, ns: str, cpu: int, klass: str) -> dict[str, Any]:
+    template = filler(node, name, ns, cpu, klass)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": template["spec"]},
+        },
+    }
+
+
+def run_all(node: Node, ns: str, *bodies: dict[str, Any]) -> None:
+    node.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(bodies)})
+    )
+    names = [b["metadata"]["name"] for b in bodies]
+
+    def running() -> bool:
+        phases = {
+            p["metadata"]["name"]: p["status"].get("phase")
+            for p in pods_on_node(node)
+            if p["metadata"]["namespace"] == ns
+        }
+        return all(phases.get(n) == "Running" for n in names)
+
+    wait_for(running, timeout=WAIT, interval=0.5, what=f"{names} to run")
+
+
+def of_app(node: Node, ns: str, app: str) -> list[dict[str, Any]]:
+    found = node.kubectl("get", "pods", "-n", ns, "-l", f"app={app}", "-o", "json").stdout
+    return list(json.loads(found)["items"])
+
+
+def gone_or_terminating(node: Node, ns: str, name: str) -> bool:
+    found = node.kubectl("get", "pod", name, "-n", ns, "-o", "json", check=False)
+    return found.returncode != 0 or "deletionTimestamp" in json.loads(found.stdout)["metadata"]
+
+
+def snapshot(node: Node, tmp_path: Path) -> tuple[Path, Path]:
+    """The Node and its pods as they are now, as `kubectl get -o json` prints them: what the kubelet sees
+    when the next pod arrives (taken before it does, so no eviction has begun)."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": pods_on_node(node)}
+    (tmp_path / "node.json").write_text(json.dumps(node.node_object()))
+    (tmp_path / "pods.json").write_text(json.dumps(listed))
+    return tmp_path / "node.json", tmp_path / "pods.json"
+
+
+def victims_cli(files: tuple[Path, Path], rejected: dict[str, Any], tmp_path: Path) -> list[str]:
+    """`priority-webhook victims` on that snapshot for the rejected pod, in the chart's order."""
+    (tmp_path / "pod.json").write_text(json.dumps({k: v for k, v in rejected.items() if k != "status"}))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "victims",
+            "--node",
+            str(files[0]),
+            "--pods",
+            str(files[1]),
+            "--pod",
+            str(tmp_path / "pod.json"),
+            "--order",
+            "priority",
+            "--critical-priority",
+            str(CRITICAL),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return sorted(v["name"] for v in json.loads(out.stdout)["victims"])
+
+
+def test_a_rejected_critical_pod_gets_exactly_upstreams_victims_and_its_replacement_runs(
+    real_node: Node, release: Release, ns: str, tmp_path: Path
+) -> None:
+    chart_before = chart_pods(release)
+    free = free_cpu(real_node)
+    assert free >= 400, f"the node has {free}m of CPU free: too little for the scenario"
+    big, small, mid = free * 40 // 100, free * 10 // 100, free * 30 // 100
+    run_all(
+        real_node,
+        ns,
+        filler(real_node, "low-big", ns, big, "node-sc-low"),
+        filler(real_node, "low-small", ns, small, "node-sc-low"),
+        filler(real_node, "mid", ns, mid, "node-sc-mid"),
+    )
+    left = free_cpu(real_node)
+    # Needs more than is left, less than low-big frees and more than low-small does: low-big alone.
+    need = left + (small + big) // 2
+    before = snapshot(real_node, tmp_path)
+    real_node.kubectl(
+        "apply", "-f", "-", input=json.dumps(replica_set(real_node, "crit", ns, need, "node-sc-critical"))
+    )
+
+    def rejected() -> dict[str, Any] | None:
+        return next(
+            (p for p in of_app(real_node, ns, "crit") if p["status"].get("reason") == "OutOfcpu"), None
+        )
+
+    first = wait_for(rejected, timeout=WAIT, interval=0.2, what="the kubelet to reject the critical pod")
+    assert first["status"]["phase"] == "Failed" and "Pod was rejected" in first["status"]["message"]
+    expected = victims_cli(before, first, tmp_path)
+    assert expected == ["low-big"], "upstream's order picks the one low pod that frees enough"
+
+    wait_for(
+        lambda: gone_or_terminating(real_node, ns, "low-big"),
+        timeout=WAIT,
+        interval=0.2,
+        what="the sidecar to evict low-big",
+    )
+    wait_for(
+        lambda: any(p["status"].get("phase") == "Running" for p in of_app(real_node, ns, "crit")),
+        timeout=WAIT,
+        interval=0.5,
+        what="the replacement of the critical pod to run",
+    )
+    for name in ("low-small", "mid"):
+        assert not gone_or_terminating(real_node, ns, name), f"{name} was not a victim"
+    assert chart_pods(release) == chart_before, "the chart's own pods were not touched"
+
+
+def test_the_chart_pods_are_never_the_sidecars_victims(real_node: Node, release: Release, ns: str) -> None:
+    """The only room that would fit the critical pod is the chart's own pods': nothing is evicted."""
+    chart_before = chart_pods(release)
+    free = free_cpu(real_node)
+    run_all(real_node, ns, filler(real_node, "low", ns, free // 2, "node-sc-low"))
+    need = free_cpu(real_node) + free // 2 + 100  # every low pod and 100m of the chart's
+    real_node.kubectl(
+        "apply", "-f", "-", input=json.dumps(replica_set(real_node, "crit", ns, need, "node-sc-critical"))
+    )
+    wait_for(
+        lambda: any(p["status"].get("reason") == "OutOfcpu" for p in of_app(real_node, ns, "crit")),
+        timeout=WAIT,
+        interval=0.2,
+        what="the kubelet to reject the critical pod",
+    )
+    events = real_node.kubectl("get", "events", "-n", release.namespace, "-o", "json").stdout
+    assert chart_pods(release) == chart_before
+    assert '"reason": "Evicted"' not in events and "Preempting" not in events
+
+
+def test_the_chart_pods_are_never_the_kubelets_victims(real_node: Node, release: Release, ns: str) -> None:
+    """A system-node-critical pod makes the kubelet preempt on its own: the chart's pods (critical
+    themselves, in either plugin mode) are never among its candidates, so with only their room left the
+    kubelet evicts nothing and refuses the pod."""
+    chart_before = chart_pods(release)
+    free = free_cpu(real_node)
+    run_all(real_node, ns, filler(real_node, "low", ns, free // 2, "node-sc-low"))
+    need = free_cpu(real_node) + free // 2 + 100
+    body = filler(real_node, "node-critical", ns, need, "system-node-critical")
+    real_node.kubectl("create", "-f", "-", input=json.dumps(body))
+
+    def decision() -> dict[str, Any] | None:
+        found = real_node.kubectl("get", "pod", "node-critical", "-n", ns, "-o", "json").stdout
+        critical: dict[str, Any] = json.loads(found)
+        return critical if critical["status"].get("phase") in ("Failed", "Running") else None
+
+    decided = wait_for(decision, timeout=WAIT, interval=0.2, what="the kubelet to decide on the critical pod")
+    assert decided["status"]["phase"] == "Failed", decided["status"]
+    assert chart_pods(release) == chart_before
+    for p in release.pods():
+        assert not any(c["type"] == "DisruptionTarget" for c in p["status"].get("conditions", [])), p[
+            "metadata"
+        ]["name"]
+
+
+def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: Release, ns: str) -> None:
+    """A pod of the sidecar's ServiceAccount, bound to this node, deletes (dry run) a pod on its node and is
+    refused one on another node; a token bound to no pod is refused both."""
+    here = pod("here", ns, real_node.project_image, nodeName=real_node.name)
+    elsewhere = pod("elsewhere", ns, real_node.project_image, nodeName="node-absent")
+    real_node.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [here, elsewhere]}),
+    )
+    probe = f"restriction-{uuid.uuid4().hex[:4]}"
+    body = pod(
+        probe,
+        release.namespace,
+        real_node.project_image,
+        serviceAccountName=SIDECAR,
+        automountServiceAccountToken=True,  # the projected token, bound to this pod and so to its node
+        nodeName=real_node.name,
+    )
+    real_node.kubectl("create", "-f", "-", input=json.dumps(body))
+    try:
+        wait_for(
+            lambda: (
+                json.loads(
+                    real_node.kubectl("get", "pod", probe, "-n", release.namespace, "-o", "json").stdout
+                )["status"].get("phase")
+                == "Running"
+            ),
+            timeout=WAIT,
+            interval=0.5,
+            what="the probe pod to run",
+        )
+        script = (
+            "import json, os, urllib.error, urllib.request, ssl\n"
+            "d = '/var/run/secrets/kubernetes.io/serviceaccount/'\n"
+            "token = open(d + 'token').read()\n"
+            "ctx = ssl.create_default_context(cafile=d + 'ca.crt')\n"
+            # No cluster DNS: the Service's address from the environment, as in-cluster clients use it.
+            "api = 'https://%s:%s' % (os.environ['KUBERNETES_SERVICE_HOST'], os.environ['KUBERNETES_SERVICE_PORT'])\n"
+            "out = {}\n"
+            f"for name in ('here', 'elsewhere'):\n"
+            f"    req = urllib.request.Request(api + '/api/v1/namespaces/{ns}/pods/' + name + '?dryRun=All', method='DELETE', headers={{'Authorization': 'Bearer ' + token}})\n"
+            "    try:\n"
+            "        out[name] = [urllib.request.urlopen(req, context=ctx, timeout=10).status, '']\n"
+            "    except urllib.error.HTTPError as err:\n"
+            "        out[name] = [err.code, json.loads(err.read())['message']]\n"
+            "print(json.dumps(out))\n"
+        )
+        done = real_node.kubectl("exec", probe, "-n", release.namespace, "--", "python", "-c", script)
+        answers = json.loads(done.stdout)
+        assert answers["here"][0] == 200, answers
+        assert answers["elsewhere"][0] == 403, answers
+        assert (
+            f"the sidecar of node {real_node.name} may not change pod {ns}/elsewhere, which is not on its node"
+            in answers["elsewhere"][1]
+        )
+    finally:
+        real_node.kubectl("delete", "pod", probe, "-n", release.namespace, "--wait=false", check=False)
+
+    # A token of the same ServiceAccount bound to no pod names no node.
+    assert real_node.plane is not None
+    kubeconfig = real_node.plane.service_account_kubeconfig(
+        tmp := real_node.workdir / f"{probe}.kubeconfig", release.namespace, SIDECAR
+    )
+    refused = real_node.kubectl(
+        "delete", "pod", "here", "-n", ns, "--dry-run=server", kubeconfig=kubeconfig, check=False
+    )
+    assert refused.returncode != 0 and "the sidecar's token names no node" in refused.stderr, refused.stderr
+    tmp.unlink(missing_ok=True)
