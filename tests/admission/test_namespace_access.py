@@ -449,3 +449,18 @@ def test_the_refused_pod_gets_no_patch_and_the_admitted_one_its_priority() -> No
     assert refused["response"]["allowed"] is False
     assert refused["response"]["status"]["code"] == 403
     assert "patch" not in refused["response"]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    ["tier in (" + "a," * 100_000 + "b", "x" * 300_000, "tier=gold\n  - x=1", "tier=gold,\u00e9=1"],
+    ids=["huge list", "huge key", "two lines", "non-ascii key"],
+)
+def test_a_class_write_refused_for_any_value_gets_one_short_line(selector: str) -> None:
+    decision = decide(review(klass("new", 10, selector)), (), Stage.VALIDATE)
+    assert not decision.allowed
+    assert "\n" not in decision.message
+    assert len(decision.message) < 1000
+    assert decision.message.startswith(
+        'PriorityClass.scheduling.k8s.io "new" is invalid: metadata.annotations['
+    )

@@ -29,6 +29,7 @@ _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 MAX_NAME, MAX_PREFIX, MAX_VALUE = 63, 253, 63
+MAX_SHOWN = 80
 INT64 = 2**63
 
 
@@ -151,14 +152,14 @@ class _Parser:
             values = frozenset((self.exact_value(),))
         else:
             raise SelectorError(
-                f"found {_shown(literal)} after key {key!r}, expected one of =, ==, !=, in, notin, >, <"
+                f"found {_shown(literal)} after key {shown(key)}, expected one of =, ==, !=, in, notin, >, <"
             )
         for value in values:
             check_value(key, value)
         if kind in (GREATER, LESS):
             (bound,) = values
             if _int64(bound) is None:
-                raise SelectorError(f"key {key!r}: {kind} needs an integer value, got {bound!r}")
+                raise SelectorError(f"key {shown(key)}: {kind} needs an integer value, got {shown(bound)}")
         return Requirement(key, kind, values)
 
     def value_list(self) -> frozenset[str]:
@@ -196,7 +197,12 @@ class _Parser:
 
 
 def _shown(literal: str) -> str:
-    return repr(literal) if literal else "the end"
+    return shown(literal) if literal else "the end"
+
+
+def shown(text: str) -> str:
+    """`text` quoted for a message: cut to MAX_SHOWN characters, so an error stays a short line."""
+    return repr(text[:MAX_SHOWN]) + ("..." if len(text) > MAX_SHOWN else "")
 
 
 def _int64(text: str) -> int | None:
@@ -239,10 +245,10 @@ def value_problem(value: str) -> str | None:
 def check_key(key: str) -> None:
     problem = key_problem(key)
     if problem:
-        raise SelectorError(f"invalid key {key!r}: {problem}")
+        raise SelectorError(f"invalid key {shown(key)}: {problem}")
 
 
 def check_value(key: str, value: str) -> None:
     problem = value_problem(value)
     if problem:
-        raise SelectorError(f"invalid value {value!r} for key {key!r}: {problem}")
+        raise SelectorError(f"invalid value {shown(value)} for key {shown(key)}: {problem}")

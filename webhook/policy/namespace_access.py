@@ -161,7 +161,12 @@ def _field(annotation: str) -> str:
     return f"metadata.annotations[{annotation}]"
 
 
+MAX_QUOTED = 256  # characters of an annotation value quoted in a message
+
+
 def _quoted(text: str) -> str:
-    """A value quoted on one line, whatever it holds (an annotation may span lines)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    return f'"{escaped}"'
+    """A value quoted on one line, whatever it holds (an annotation may span lines), and cut to MAX_QUOTED
+    characters so that a message stays short whatever was written."""
+    cut = text[:MAX_QUOTED]
+    escaped = cut.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"' + ("..." if len(text) > MAX_QUOTED else "")
