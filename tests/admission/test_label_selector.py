@@ -51,6 +51,8 @@ PARSED = [
     ("x in ()", {R("x", IN, frozenset({""}))}),
     ("x notin ( )", {R("x", NOT_IN, frozenset({""}))}),
     ("x notin (, a)", {R("x", NOT_IN, frozenset({"", "a"}))}),
+    ("x in (,)", {R("x", IN, frozenset({""}))}),
+    ("x in (a,,b,c)", {R("x", IN, frozenset({"a", "", "b", "c"}))}),
     (
         "x notin (abc,,def),bar,z in (),w",
         {
@@ -101,6 +103,10 @@ REFUSED = [
     ("a in (xyz),", "the end"),
     ("a in (xyz)b notin ()", "'b'"),
     ("a in (xyz abc)", "'abc'"),
+    ("x in (a,,)", "')'"),  # a doubled comma right before `)` is refused upstream
+    ("x in (,,)", "')'"),
+    ("x in (=)", "'='"),
+    ("x in (a=)", "'='"),
     ("a notin(", "the end"),
     ("a (", "'('"),
     ("(", "'('"),

@@ -163,27 +163,41 @@ class _Parser:
         return Requirement(key, kind, values)
 
     def value_list(self) -> frozenset[str]:
-        """`( a, b )`: an empty entry (`()`, `(a,)`, `(,a)`, `(a,,b)`) is the empty value."""
+        """`( a, b )`. `()`, a leading or trailing comma and a doubled one stand for the empty value; a
+        comma doubled right before `)` (`(a,,)`, `(,,)`) is refused, as upstream's list parser does."""
         kind, literal = self.take()
         if kind != "(":
             raise SelectorError(f"found {_shown(literal)}, expected '('")
+        kind, literal = self.peek()
+        if kind == ")":
+            self.take()
+            return frozenset({""})
+        if kind not in (_IDENT, ","):
+            raise SelectorError(f"found {_shown(literal)}, expected ',', ')' or a value")
         values: set[str] = set()
-        expect_value = True  # at the start or just after a comma
         while True:
             kind, literal = self.take()
-            if kind == ")":
-                if expect_value:
-                    values.add("")
-                return frozenset(values)
-            if kind == ",":
-                if expect_value:
-                    values.add("")
-                expect_value = True
-            elif kind == _IDENT and expect_value:
+            if kind == _IDENT:
                 values.add(literal)
-                expect_value = False
+                following, shown_next = self.peek()
+                if following == ")":
+                    break
+                if following != ",":
+                    raise SelectorError(f"found {_shown(shown_next)} in a value list, expected ',' or ')'")
+            elif kind == ",":
+                if not values:
+                    values.add("")  # `(,`
+                following = self.peek()[0]
+                if following == ")":
+                    values.add("")  # `,)`
+                    break
+                if following == ",":
+                    self.take()
+                    values.add("")  # `,,`
             else:
-                raise SelectorError(f"found {_shown(literal)} in a value list, expected ',', ')' or a value")
+                raise SelectorError(f"found {_shown(literal)} in a value list, expected ',' or a value")
+        self.take()  # the `)` seen above
+        return frozenset(values)
 
     def exact_value(self) -> str:
         """The value after `=`, `!=`, `>`, ...: empty when the requirement ends right there."""
