@@ -14,6 +14,7 @@ No Flask here: the worker calls this without a request context.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -159,9 +160,7 @@ class ReviewEndpoint:
             body = parse_json(read_body())
             self._wait_ready(started)
             pods = _NO_LOOKUP if on_loop and self.pods is not None else self.pods
-            namespaces: NamespaceLabels = (
-                NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop)
-            )
+            namespaces = self._loop_namespaces if on_loop else self._thread_namespaces
             review, req, decision = handle_review(
                 body, self.stage, self.store.snapshot(), self.options, pods, namespaces
             )
@@ -191,6 +190,14 @@ class ReviewEndpoint:
             # Also on an unexpected exception (answered 500 by the caller), so errors are counted.
             if result:
                 metrics.observe(self.stage.value, operation, resource, result, time.perf_counter() - started)
+
+    @functools.cached_property
+    def _loop_namespaces(self) -> NamespaceLabels:
+        return NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop=True)
+
+    @functools.cached_property
+    def _thread_namespaces(self) -> NamespaceLabels:
+        return NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop=False)
 
     def _wait_ready(self, started: float) -> None:
         """Both caches' first sync, within `ready_wait` in all; NotReady past it."""
