@@ -17,7 +17,8 @@ JSON lines from `resourceVersion`, `allowWatchBookmarks` → a BOOKMARK every `b
 `timeoutSeconds`, selectors applied to events the way the API server's cacher does: an object entering
 the selector is ADDED, one leaving it is DELETED). A watch from a compacted resourceVersion gets an ERROR
 event carrying a 410 `Expired` Status (or HTTP 410 with `gone_as_http=True`). Like the real API server it
-starts with the two system PriorityClasses (`system_priority_classes=False` to start empty). With
+starts with the two system PriorityClasses (`system_priority_classes=False` to start empty), and sets
+the `kubernetes.io/metadata.name` label of every Namespace written, as it does. With
 `token="..."` every request needs `Authorization: Bearer <token>` (401 otherwise). With `tls=True` it
 serves HTTPS under a private CA, and with `client_certificates=True` it also requires a client certificate
 signed by that CA; `api_client()` and `kubeconfig()` carry the CA and the client certificate.

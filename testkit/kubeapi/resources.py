@@ -49,6 +49,13 @@ def _default_pod(obj: dict[str, Any]) -> None:
     status.setdefault("phase", "Pending")
 
 
+def _default_namespace(obj: dict[str, Any]) -> None:
+    """The label the API server sets on every namespace, on create and update (its name, immutable)."""
+    meta = obj.setdefault("metadata", {})
+    labels = meta.get("labels") or {}
+    meta["labels"] = {**labels, "kubernetes.io/metadata.name": meta.get("name", "")}
+
+
 DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "priorityclasses",
@@ -59,7 +66,7 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("pods", "Pod", defaulter=_default_pod),
     ResourceType("nodes", "Node", namespaced=False),
-    ResourceType("namespaces", "Namespace", namespaced=False),
+    ResourceType("namespaces", "Namespace", namespaced=False, defaulter=_default_namespace),
     ResourceType("events", "Event"),
     ResourceType("events", "Event", "events.k8s.io"),
     ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy"),

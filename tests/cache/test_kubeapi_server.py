@@ -61,6 +61,14 @@ def test_starts_with_the_system_priority_classes_like_the_real_api_server(api: K
     assert all(i["preemptionPolicy"] == "PreemptLowerPriority" for i in body["items"])
 
 
+def test_namespaces_carry_their_name_label_like_the_real_api_server(api: KubeAPIServer) -> None:
+    created = api.create("namespaces", {"metadata": {"name": "team", "labels": {"tier": "gold"}}})
+    assert created["metadata"]["labels"] == {"tier": "gold", "kubernetes.io/metadata.name": "team"}
+    created["metadata"]["labels"] = {"kubernetes.io/metadata.name": "other"}
+    updated = api.update("namespaces", created)
+    assert updated["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team"}
+
+
 def test_every_write_bumps_one_global_resource_version(api: KubeAPIServer) -> None:
     before = int(get(api, PCS).json()["metadata"]["resourceVersion"])
     created = api.create("priorityclasses", pc("a", 1))

@@ -18,7 +18,11 @@ TEST = f"{FULLNAME}-test"
 # What the code calls, and nothing else: the reflector lists and watches (no single GETs), the event
 # recorder POSTs core/v1 Events (never patches them, never uses events.k8s.io), the sidecar PATCHes its
 # record onto the rejected pod and evicts (outside dry-run), and deletes only with the options that delete.
-WEBHOOK_GRANTS = {("scheduling.k8s.io", "priorityclasses", verb) for verb in ("list", "watch")}
+WEBHOOK_GRANTS = {
+    (group, resource, verb)
+    for group, resource in (("scheduling.k8s.io", "priorityclasses"), ("", "namespaces"))
+    for verb in ("list", "watch")
+}
 # With the sidecar's NodeRestriction (sidecar on, not a dry run): the webhook GETs the pod being evicted.
 EVICTION_CHECK = {("", "pods", "get")}
 SIDECAR_READS = {("", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")}
@@ -101,7 +105,8 @@ def test_the_cleanup_job_can_delete_only_the_releases_own_configurations(rendere
         if role["metadata"]["name"] not in (HOOKS, FULLNAME):
             assert all("resourceNames" not in r for r in role["rules"])
     # The webhook's own rights on admission configuration are the caBundle patch, limited the same way.
-    (_, own, _) = rendered({}).one("ClusterRole", FULLNAME)["rules"]
+    rules = rendered({}).one("ClusterRole", FULLNAME)["rules"]
+    (own,) = [r for r in rules if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert own["resourceNames"] == [FULLNAME] and "delete" not in own["verbs"]
 
 

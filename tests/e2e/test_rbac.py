@@ -501,10 +501,14 @@ def test_the_code_calls_what_each_option_needs(exercised: dict[str, Exercised]) 
     assert {(a.verb, a.resource) for a in exercised["webhook-only"].calls["webhook"]} == {
         ("list", "priorityclasses"),
         ("watch", "priorityclasses"),
+        ("list", "namespaces"),
+        ("watch", "namespaces"),
     }
     assert {(a.verb, a.resource) for a in exercised["sidecar"].calls["webhook"]} == {
         ("list", "priorityclasses"),
         ("watch", "priorityclasses"),
+        ("list", "namespaces"),
+        ("watch", "namespaces"),
         ("get", "pods"),
     }
 

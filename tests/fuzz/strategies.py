@@ -141,11 +141,26 @@ pods = st.fixed_dictionaries(
         )
     },
 )
+# Allowed-namespaces rules: well formed, malformed, huge, or any text at all.
+class_annotations = st.fixed_dictionaries(
+    {},
+    optional={
+        "priority-webhook.io/allowed-namespaces": st.sampled_from(
+            ["tier=gold", "tier in (gold,silver),!sandbox", "", "tier in gold", "x" * 300, "a in (b,,)"]
+        )
+        | st.text(max_size=40)
+        | scalars,
+        "priority-webhook.io/enforcement": st.sampled_from(["deny", "audit", "Audit", ""]) | scalars,
+    },
+)
 priority_classes = st.fixed_dictionaries(
     {
         "apiVersion": st.just("scheduling.k8s.io/v1"),
         "kind": st.just("PriorityClass"),
-        "metadata": st.fixed_dictionaries({"name": st.sampled_from([*CLASS_NAMES, "system-x", "a" * 254])}),
+        "metadata": st.fixed_dictionaries(
+            {"name": st.sampled_from([*CLASS_NAMES, "system-x", "a" * 254])},
+            optional={"annotations": class_annotations},
+        ),
     },
     optional={
         "value": st.integers(-10, 10) | special_ints,

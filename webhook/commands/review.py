@@ -3,7 +3,8 @@
 Takes manifests as users keep them: every kind, several documents, Lists. A Pod, PriorityClass or
 (scheduling.k8s.io) PodGroup is defaulted and validated as the API server would (webhook.objects) and
 admitted as a CREATE; a workload's
-pod template gets the decision its pods will get; any other kind passes through unchanged.
+pod template gets the decision its pods will get; any other kind passes through unchanged. Namespace
+documents also give their labels to the classes' allowed-namespaces rules.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +48,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the server would send; Pods, PriorityClasses and PodGroups are treated as a CREATE and printed as "
         "stored; "
         "workloads (Deployment, Job, ...) are printed with the priority their pods will get; other kinds "
-        "pass through. A denial goes to stderr and the exit code is 1.",
+        "pass through. Namespace documents give the labels that PriorityClasses' allowed-namespaces rules "
+        "read. A denial goes to stderr and the exit code is 1; a rule that needs the labels of a namespace "
+        "the input does not describe exits 2.",
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="input files; - is stdin")
     add_classes(parser)
@@ -62,12 +66,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
+# The label the API server sets on every namespace (its name); a Namespace document gets it as stored.
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass
+class InputNamespaces:
+    """Namespace labels from the input's Namespace documents (`NamespaceLabels`). A namespace it has none
+    for is unknown: the first time a rule needs its labels, one line says so on stderr, and `review` then
+    exits 2 (the decision could not be made offline)."""
+
+    labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def add(self, doc: dict[str, Any]) -> None:
+        meta = section(doc, "metadata")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            return  # passed through; the API server would refuse it, no pod can be in it
+        raw = meta.get("labels")
+        labels = {k: v for k, v in raw.items() if isinstance(v, str)} if isinstance(raw, dict) else {}
+        self.labels[name] = {**labels, NAME_LABEL: name}
+
+    def labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        if namespace in self.labels:
+            return self.labels[namespace]
+        if namespace not in self.unknown:
+            self.unknown.append(namespace)
+            print(
+                f"review: namespace {namespace}: no Namespace document in the input, its labels are unknown "
+                "and a PriorityClass's allowed-namespaces rule needs them",
+                file=sys.stderr,
+            )
+        return None
+
+
 @dataclass
 class _Run:
     classes: ClassSet
     options: PodOptions
     stage: Stage
     namespace: str | None
+    namespaces: InputNamespaces = field(default_factory=InputNamespaces)
     outputs: list[Any] = field(default_factory=list)
     denied: bool = False
     passed: list[str] = field(default_factory=list)  # kinds passed through, for the note
@@ -130,6 +170,9 @@ def run(args: argparse.Namespace) -> int:
         if not docs:
             raise InputError(f"{'<stdin>' if path == '-' else path}: empty input: no objects to review")
         inputs.extend(docs)
+    for _, doc in inputs:
+        if isinstance(doc, dict) and doc.get("kind") == "Namespace":
+            state.namespaces.add(doc)
     _input_classes(state, inputs)
     for i, (source, doc) in enumerate(inputs):
         if i in state.class_results:
@@ -152,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(dump(state.outputs[0], args.output))
     elif state.outputs:
         sys.stdout.write(dump({"apiVersion": "v1", "kind": "List", "items": state.outputs}, args.output))
+    if state.namespaces.unknown:
+        return 2  # a rule could not be decided: neither an admission nor a refusal can be promised
     return 1 if state.denied else 0
 
 
@@ -181,7 +226,9 @@ def _document(state: _Run, source: str, doc: Any) -> None:
 
 def _review(source: str, doc: dict[str, Any], state: _Run) -> Any:
     try:
-        response, _, _ = handle_review(doc, state.stage, state.classes, state.options)
+        response, _, _ = handle_review(
+            doc, state.stage, state.classes, state.options, namespaces=state.namespaces
+        )
     except MalformedReview as err:
         raise InputError(f"{source}: {err}") from None
     return response
@@ -251,7 +298,9 @@ def _admit(obj: dict[str, Any], namespace: str | None, state: _Run, *, quiet: bo
     if namespace is not None:
         request["namespace"] = namespace
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    _, _, decision = handle_review(review, state.stage, state.classes, state.options)
+    _, _, decision = handle_review(
+        review, state.stage, state.classes, state.options, namespaces=state.namespaces
+    )
     for warning in decision.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
     if not decision.allowed:

@@ -20,6 +20,7 @@ from webhook.k8s import (
     SYSTEM_NODE_CRITICAL,
     InvalidObject,
 )
+from webhook.policy.namespace_access import NamespaceRule, read_rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class PriorityClass:
     # None models an un-defaulted class (upstream unit-test fixtures); the v1 API always defaults it.
     preemption_policy: str | None = PREEMPT_LOWER_PRIORITY
     description: str = ""
+    # Who may use the class (priority-webhook.io/allowed-namespaces), None for everyone.
+    namespace_rule: NamespaceRule | None = None
 
     @classmethod
     def from_object(cls, obj: Any) -> PriorityClass:
@@ -56,7 +59,9 @@ class PriorityClass:
         description = obj.get("description") or ""
         if not isinstance(description, str):
             raise InvalidObject("description: must be a string")
-        return cls(name, value, global_default, policy, description)
+        annotations = meta.get("annotations")
+        rule = read_rule(annotations) if isinstance(annotations, Mapping) else None
+        return cls(name, value, global_default, policy, description, rule)
 
     def to_object(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -71,6 +76,8 @@ class PriorityClass:
             obj["description"] = self.description
         if self.preemption_policy is not None:
             obj["preemptionPolicy"] = self.preemption_policy
+        if self.namespace_rule is not None:
+            obj["metadata"]["annotations"] = self.namespace_rule.annotations()
         return obj
 
 

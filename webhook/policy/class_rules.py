@@ -20,6 +20,7 @@ from webhook.k8s import (
 )
 from webhook.policy.class_model import SYSTEM_CLASSES_BY_NAME, ClassSet, PriorityClass
 from webhook.policy.decision import ALLOW, Decision, Request, forbidden, object_name
+from webhook.policy.namespace_access import annotation_problems
 
 
 def validate_priority_class(request: Request, classes: ClassSet) -> Decision:
@@ -33,7 +34,7 @@ def validate_priority_class(request: Request, classes: ClassSet) -> Decision:
         pc = PriorityClass.from_object(request.object)
     except InvalidObject as err:
         return _invalid(request, [str(err)])
-    errors = _api_errors(pc, request.object)
+    errors = _api_errors(pc, request.object) + _annotation_errors(request.object)
     if request.operation == UPDATE and request.old_object is not None:
         # A stored object we cannot read is the API server's business, not this update's.
         with contextlib.suppress(InvalidObject):
@@ -68,6 +69,13 @@ def _api_errors(pc: PriorityClass, obj: dict[str, Any]) -> list[str]:
     if (obj.get("metadata") or {}).get("namespace"):
         errors.append("metadata.namespace: Forbidden: not allowed on this type")
     return errors
+
+
+def _annotation_errors(obj: dict[str, Any]) -> list[str]:
+    """Our own annotations (webhook.policy.namespace_access): a rule that cannot be read is refused when
+    written, never stored to be ignored."""
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    return annotation_problems(annotations) if isinstance(annotations, dict) else []
 
 
 def _system_class_problem(pc: PriorityClass) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -35,6 +35,8 @@ class Decision:
     new_spec: bool = False
     # Admitted without priority: a pod in a system namespace whose mutation was skipped (fail-open entry).
     unresolved: bool = False
+    # The class whose allowed-namespaces rule refused this (not allowed) or warned about it (audit).
+    rule_class: str = ""
 
     @property
     def patch(self) -> tuple[dict[str, Any], ...]:
@@ -47,6 +49,20 @@ class Decision:
 
 
 ALLOW = Decision()
+
+
+def combine(first: Decision, then: Decision) -> Decision:
+    """Two checks of one object as one answer: the first refusal, else `first`'s changes with the warnings
+    of both (and the class of a rule that warned)."""
+    if not first.allowed:
+        return first
+    if not then.allowed:
+        return then
+    if not then.warnings and not then.rule_class:
+        return first
+    return replace(
+        first, warnings=first.warnings + then.warnings, rule_class=first.rule_class or then.rule_class
+    )
 
 
 def spec_decision(

@@ -17,6 +17,7 @@ import orjson
 from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, Decision, Request
 from webhook.policy.eviction_rules import PodNodes, node_claim
+from webhook.policy.namespace_access import NO_NAMESPACES, NamespaceLabels
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review.fastpath import qualified_resource, well_formed
 from webhook.review.routes import Context, route_of
@@ -82,23 +83,34 @@ def _load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def decide_request(
-    request: Request, stage: Stage, classes: ClassSet, options: PodOptions, pods: PodNodes | None = None
+    request: Request,
+    stage: Stage,
+    classes: ClassSet,
+    options: PodOptions,
+    pods: PodNodes | None = None,
+    namespaces: NamespaceLabels = NO_NAMESPACES,
 ) -> Decision:
     """The decision of one stage: the request's route's rule (routes.ROUTES), ALLOW where it has none."""
     if stage is Stage.ADMIT:
-        mutated = decide_request(request, Stage.MUTATE, classes, options, pods)
+        mutated = decide_request(request, Stage.MUTATE, classes, options, pods, namespaces)
         if not mutated.allowed:
             return mutated
         obj = request.object
         if mutated.patch and obj is not None:
             obj = jsonpatch.apply_patch(obj, list(mutated.patch))
-        validated = decide_request(replace(request, object=obj), Stage.VALIDATE, classes, options, pods)
+        validated = decide_request(
+            replace(request, object=obj), Stage.VALIDATE, classes, options, pods, namespaces
+        )
         if not validated.allowed:
             return validated
-        return replace(mutated, warnings=mutated.warnings + validated.warnings)
+        return replace(
+            mutated,
+            warnings=mutated.warnings + validated.warnings,
+            rule_class=mutated.rule_class or validated.rule_class,
+        )
     route = route_of(request.resource, request.sub_resource)
     rule = None if route is None else route.mutate if stage is Stage.MUTATE else route.validate
-    return ALLOW if rule is None else rule(request, Context(classes, options, pods))
+    return ALLOW if rule is None else rule(request, Context(classes, options, pods, namespaces))
 
 
 def response_review(api_version: str, uid: str, decision: Decision, *, with_patch: bool) -> dict[str, Any]:
@@ -124,11 +136,13 @@ def handle_review(
     classes: ClassSet,
     options: PodOptions = DEFAULT_POD_OPTIONS,
     pods: PodNodes | None = None,
+    namespaces: NamespaceLabels = NO_NAMESPACES,
 ) -> tuple[dict[str, Any], Request, Decision]:
     """Answer one AdmissionReview; raises MalformedReview for a body that is not one. `pods` looks up an
-    evicted pod's node (cluster mode only); its PodLookupError propagates."""
+    evicted pod's node (cluster mode only); its PodLookupError propagates. `namespaces` gives the labels
+    an allowed-namespaces rule needs."""
     api_version, uid, request = parse_review(body)
-    decision = decide_request(request, stage, classes, options, pods)
+    decision = decide_request(request, stage, classes, options, pods, namespaces)
     # A validating webhook may not return a patch (the API server rejects the response).
     review = response_review(api_version, uid, decision, with_patch=stage is not Stage.VALIDATE)
     return review, request, decision

@@ -21,8 +21,9 @@ from webhook.k8s import (
 from webhook.objects.workloads import WORKLOADS
 from webhook.policy.class_model import ClassSet
 from webhook.policy.class_rules import validate_priority_class
-from webhook.policy.decision import ALLOW, Decision, Request
+from webhook.policy.decision import ALLOW, Decision, Request, combine
 from webhook.policy.eviction_rules import EVICTION, NO_CLUSTER, PodNodes, decide_eviction
+from webhook.policy.namespace_access import NO_NAMESPACES, NamespaceLabels, object_access
 from webhook.policy.pod_group_rules import admit_pod_group
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod, validate_pod
 from webhook.review.shapes import POD, POD_GROUP, PRIORITY_CLASS
@@ -31,11 +32,13 @@ from webhook.review.workload_check import check_workload
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What the rules decide with besides the request: the classes, the options, the pod lookup."""
+    """What the rules decide with besides the request: the classes, the options, the pod lookup, the
+    namespaces' labels (read only for a class with an allowed-namespaces rule)."""
 
     classes: ClassSet
     options: PodOptions = DEFAULT_POD_OPTIONS
     pods: PodNodes | None = None  # an evicted pod's node (cluster mode only)
+    namespaces: NamespaceLabels = NO_NAMESPACES
 
 
 Rule = Callable[[Request, Context], Decision]
@@ -84,7 +87,9 @@ ROUTES: tuple[Route, ...] = (
         "pods",
         ("v1",),
         mutate=lambda r, c: admit_pod(r, c.classes, c.options),
-        validate=lambda r, c: validate_pod(r, c.classes, c.options),
+        validate=lambda r, c: combine(
+            validate_pod(r, c.classes, c.options), object_access(r, c.classes, c.namespaces)
+        ),
         shape=POD,
     ),
     Route("Eviction", "", "pods", ("v1",), validate=_eviction, sub_resource=EVICTION),
@@ -102,11 +107,17 @@ ROUTES: tuple[Route, ...] = (
         POD_GROUP_GROUP,
         "podgroups",
         POD_GROUP_VERSIONS,
-        mutate=lambda r, c: admit_pod_group(r, c.classes),
+        mutate=lambda r, c: combine(admit_pod_group(r, c.classes), object_access(r, c.classes, c.namespaces)),
         shape=POD_GROUP,
     ),
     *(
-        Route(kind, group, resource, ("v1",), validate=lambda r, c: check_workload(r, c.classes, c.options))
+        Route(
+            kind,
+            group,
+            resource,
+            ("v1",),
+            validate=lambda r, c: check_workload(r, c.classes, c.options, c.namespaces),
+        )
         for kind, (group, resource, _) in WORKLOADS.items()
     ),
 )

@@ -9,12 +9,14 @@ still enforces everything, so a workload check must never be what blocks a rollo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from webhook.k8s import CREATE, POD_RESOURCE, UPDATE, section
 from webhook.objects.workloads import WORKLOAD_RESOURCES, pod_template, template_pod
 from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, Decision, Request
+from webhook.policy.namespace_access import AUDIT, NO_NAMESPACES, NamespaceLabels, check_namespace
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions, admit_pod
 from webhook.review.shapes import pod_ok
 
@@ -24,9 +26,15 @@ def workload_kind(resource: str) -> str | None:
 
 
 def check_workload(
-    request: Request, classes: ClassSet, options: PodOptions = DEFAULT_POD_OPTIONS
+    request: Request,
+    classes: ClassSet,
+    options: PodOptions = DEFAULT_POD_OPTIONS,
+    namespaces: NamespaceLabels = NO_NAMESPACES,
 ) -> Decision:
-    """The pods' decision for a workload CREATE/UPDATE: ALLOW, a warning, or (opted in) a denial."""
+    """The pods' decision for a workload CREATE/UPDATE: ALLOW, a warning, or (opted in) a denial.
+
+    The class's allowed-namespaces rule is the exception: the contract refuses pod templates as it
+    refuses pods (a warning under audit), whatever `deny_unadmittable_workloads` says."""
     kind = workload_kind(request.resource)
     if kind is None or request.sub_resource or request.operation not in (CREATE, UPDATE):
         return ALLOW
@@ -39,7 +47,7 @@ def check_workload(
         return ALLOW  # the pods' priority is unchanged: nothing new to say (and nothing to block)
     err = template_error(template, request.namespace, classes, options)
     if err is None:
-        return ALLOW
+        return _namespace_rule(request, kind, template, classes, options, namespaces)
     message = workload_message(kind, request.namespace, workload_name(request), err)
     if options.deny_unadmittable_workloads:
         return forbidden_workload(message)
@@ -57,6 +65,31 @@ def template_error(
     if decision.allowed:
         return None
     return decision.message.split(" is forbidden: ", 1)[-1]
+
+
+def _namespace_rule(
+    request: Request,
+    kind: str,
+    template: dict[str, Any],
+    classes: ClassSet,
+    options: PodOptions,
+    namespaces: NamespaceLabels,
+) -> Decision:
+    """The rule of the class the pods will resolve to (named, the default, or the legacy mapping)."""
+    pod = template_pod(template, request.namespace)
+    namespace = request.namespace
+    admitted = admit_pod(Request(CREATE, POD_RESOURCE, object=pod, namespace=namespace), classes, options)
+    name = admitted.spec_changes.get("priorityClassName") or section(pod, "spec").get("priorityClassName")
+    pc = classes.get(name) if isinstance(name, str) and name else None
+    if pc is None:
+        return ALLOW
+    refusal = check_namespace(pc.name, pc.namespace_rule, namespace, namespaces)
+    if refusal is None:
+        return ALLOW
+    message = workload_message(kind, namespace, workload_name(request), refusal.reason)
+    if refusal.audit:
+        return Decision(warnings=(f"{AUDIT}: {message}",), rule_class=pc.name)
+    return replace(forbidden_workload(message), rule_class=pc.name)
 
 
 def workload_name(request: Request) -> str:

@@ -21,6 +21,7 @@ from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.server import metrics
 from webhook.server.endpoint import READY_WAIT, BadRequest, ReviewEndpoint, endpoints
 from webhook.server.limits import JSON, MAX_BODY_BYTES
+from webhook.server.store import NamespaceCache
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +88,14 @@ def create_app(
     *,
     ready_wait: float = READY_WAIT,
     pods: PodNodes | None = None,
+    namespaces: NamespaceCache | None = None,
 ) -> Flask:
     """The WSGI app for one worker; `store` is read once per review (a snapshot). A review waits only for
-    a cluster store's first sync, at most `ready_wait` seconds, and is refused with 503 after that.
-    `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered 503."""
+    a cluster store's first sync (and the Namespace cache's), at most `ready_wait` seconds, and is refused
+    with 503 after that. `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered
+    503. `namespaces` gives the labels allowed-namespaces rules read (cluster mode)."""
     app = Flask(__name__)
-    reviews = endpoints(store, options, ready_wait=ready_wait, pods=pods)
+    reviews = endpoints(store, options, ready_wait=ready_wait, pods=pods, namespaces=namespaces)
     for path, endpoint in reviews.items():
         app.add_url_rule(path, view_func=review_view(endpoint), methods=["POST"])
     app.extensions[ENDPOINTS] = reviews  # for the serving worker's answers on its loop
@@ -103,9 +106,11 @@ def create_app(
 
     @app.get("/readyz")
     def readyz() -> Response:
-        if store.ready():
-            return json_response({"status": "ready"})
-        return json_response({"status": "not ready: PriorityClasses not synced yet"}, 503)
+        if not store.ready():
+            return json_response({"status": "not ready: PriorityClasses not synced yet"}, 503)
+        if namespaces is not None and not namespaces.ready():
+            return json_response({"status": "not ready: Namespaces not synced yet"}, 503)
+        return json_response({"status": "ready"})
 
     @app.get("/metrics")
     def metrics_view() -> Response:

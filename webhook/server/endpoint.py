@@ -14,8 +14,9 @@ No Flask here: the worker calls this without a request context.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +25,13 @@ import orjson
 from webhook.k8s import OPERATIONS
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodLookupError, PodNodes
+from webhook.policy.namespace_access import NO_NAMESPACES, NamespaceLabels
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.review.routes import LABELS
 from webhook.server import metrics
 from webhook.server.limits import JSON, error_body
+from webhook.server.store import NamespaceCache
 
 # How long a review waits for a cluster store's first LIST before it is refused with 503, which makes the
 # API server apply the webhook's failurePolicy. Well below the webhook's timeoutSeconds.
@@ -37,6 +40,9 @@ READY_WAIT = 2.0
 # the API server sends it is a few KiB (about 0.1 ms); an UPDATE of a 3 MiB object would hold every other
 # connection of the worker for tens of milliseconds, so it goes to a thread.
 ON_LOOP_MAX_BYTES = 64 * 1024
+# How long a review waits for a namespace the Namespace cache has not seen yet (created a moment before the
+# pod): the watch event is usually milliseconds behind. Past it the labels are unknown and a rule refuses.
+NAMESPACE_WAIT = 1.0
 EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)
@@ -68,6 +74,24 @@ class _NoLookupOnLoop:
 _NO_LOOKUP = _NoLookupOnLoop()
 
 
+@dataclass(frozen=True)
+class _CachedNamespaces:
+    """`NamespaceLabels` from the cache. On the event loop a namespace not cached yet sends the review to a
+    thread; there it is waited for, at most `wait` seconds."""
+
+    cache: NamespaceCache
+    on_loop: bool
+    wait: float = NAMESPACE_WAIT
+
+    def labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        labels = self.cache.labels_of(namespace)
+        if labels is not None:
+            return labels
+        if self.on_loop:
+            raise _NeedsThread
+        return self.cache.wait_for(namespace, self.wait)
+
+
 def check_content_type(content_type: str | None) -> None:
     mimetype = (content_type or "").split(";", 1)[0].strip().lower()
     if mimetype != JSON:
@@ -96,13 +120,14 @@ def _label(value: str, known: frozenset[str]) -> str:
 @dataclass(frozen=True)
 class ReviewEndpoint:
     """/mutate or /validate. `store` is read once per review (a snapshot); `pods` looks up an evicted
-    pod's node (cluster mode)."""
+    pod's node, `namespaces` gives the labels of a pod's namespace (both cluster mode only)."""
 
     stage: Stage
     store: ClassStore
     options: PodOptions = DEFAULT_POD_OPTIONS
     ready_wait: float = READY_WAIT
     pods: PodNodes | None = None
+    namespaces: NamespaceCache | None = None
 
     @property
     def path(self) -> str:
@@ -120,6 +145,8 @@ class ReviewEndpoint:
         without holding up the loop's other connections, or it would wait)."""
         if len(body) > ON_LOOP_MAX_BYTES or not self.store.ready():
             return None
+        if self.namespaces is not None and not self.namespaces.ready():
+            return None
         return self._answer(content_type, lambda: body, on_loop=True)
 
     def _answer(
@@ -131,16 +158,22 @@ class ReviewEndpoint:
         try:
             check_content_type(content_type)
             body = parse_json(read_body())
-            if not self.store.wait_ready(self.ready_wait):
-                raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
+            self._wait_ready(started)
             pods = _NO_LOOKUP if on_loop and self.pods is not None else self.pods
-            review, req, decision = handle_review(body, self.stage, self.store.snapshot(), self.options, pods)
+            namespaces = self._loop_namespaces if on_loop else self._thread_namespaces
+            review, req, decision = handle_review(
+                body, self.stage, self.store.snapshot(), self.options, pods, namespaces
+            )
             operation = _label(req.operation, KNOWN_OPERATIONS)
             full = f"{req.resource}/{req.sub_resource}" if req.sub_resource else req.resource
             resource = _label(full, KNOWN_RESOURCES)
             result = "allowed" if decision.allowed else "denied"
             if decision.unresolved:
                 metrics.UNRESOLVED_PODS.inc()
+            if decision.rule_class:
+                metrics.NAMESPACE_RULE.labels(
+                    decision.rule_class, "warned" if decision.allowed else "denied"
+                ).inc()
             return 200, orjson.dumps(review)
         except _NeedsThread:
             result = ""  # not answered here: the thread that answers it counts it
@@ -158,6 +191,23 @@ class ReviewEndpoint:
             if result:
                 metrics.observe(self.stage.value, operation, resource, result, time.perf_counter() - started)
 
+    @functools.cached_property
+    def _loop_namespaces(self) -> NamespaceLabels:
+        return NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop=True)
+
+    @functools.cached_property
+    def _thread_namespaces(self) -> NamespaceLabels:
+        return NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop=False)
+
+    def _wait_ready(self, started: float) -> None:
+        """Both caches' first sync, within `ready_wait` in all; NotReady past it."""
+        if not self.store.wait_ready(self.ready_wait):
+            raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
+        if self.namespaces is not None:
+            left = max(0.0, self.ready_wait - (time.perf_counter() - started))
+            if not self.namespaces.wait_ready(left):
+                raise NotReady("Namespaces not synced yet: an allowed-namespaces rule cannot be checked")
+
 
 def endpoints(
     store: ClassStore,
@@ -165,9 +215,11 @@ def endpoints(
     *,
     ready_wait: float = READY_WAIT,
     pods: PodNodes | None = None,
+    namespaces: NamespaceCache | None = None,
 ) -> dict[str, ReviewEndpoint]:
     """Both admission paths, by URL path."""
     made = (
-        ReviewEndpoint(stage, store, options, ready_wait, pods) for stage in (Stage.MUTATE, Stage.VALIDATE)
+        ReviewEndpoint(stage, store, options, ready_wait, pods, namespaces)
+        for stage in (Stage.MUTATE, Stage.VALIDATE)
     )
     return {endpoint.path: endpoint for endpoint in made}

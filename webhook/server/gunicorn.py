@@ -31,7 +31,15 @@ from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, SHUTDOWN_DELAY, Limits
-from webhook.server.store import StoreSpec, close_pod_nodes, close_store, open_pod_nodes, open_store
+from webhook.server.store import (
+    NamespaceCache,
+    StoreSpec,
+    close_pod_nodes,
+    close_store,
+    open_namespaces,
+    open_pod_nodes,
+    open_store,
+)
 from webhook.server.tlscontext import ReloadingContext
 
 log = logging.getLogger(__name__)
@@ -71,6 +79,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         self.master_store = store
         self.worker_store: ClassStore | None = None
         self.worker_pods: PodNodes | None = None
+        self.worker_namespaces: NamespaceCache | None = None
         self.worker_endpoints: dict[str, Any] = {}
         super().__init__()
 
@@ -124,7 +133,10 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             self.master_store if self.master_store is not None else open_store(self.settings.store)
         )
         self.worker_pods = open_pod_nodes(self.settings.store)
-        app = create_app(self.worker_store, self.settings.options, pods=self.worker_pods)
+        self.worker_namespaces = open_namespaces(self.settings.store)
+        app = create_app(
+            self.worker_store, self.settings.options, pods=self.worker_pods, namespaces=self.worker_namespaces
+        )
         self.worker_endpoints = app.extensions[ENDPOINTS]
         return app
 
@@ -136,6 +148,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         if self.worker_store is not None and self.worker_store is not self.master_store:
             close_store(self.worker_store)
         close_pod_nodes(self.worker_pods)
+        close_store(self.worker_namespaces)
 
 
 def _child_exit(server: Any, worker: Any) -> None:

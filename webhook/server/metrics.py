@@ -71,6 +71,14 @@ UNRESOLVED_PODS = Counter(
     "skipped (webhook timeout or outage under the fail-open entries), so they run without the priority "
     "their class gives. Any increase deserves a look.",
 )
+NAMESPACE_RULE = Counter(
+    "priority_webhook_namespace_rule",
+    "Objects (pods, pod templates, PodGroups) a PriorityClass's allowed-namespaces rule spoke on, by "
+    "class and result: denied (refused, enforcement deny) or warned (admitted with a warning, enforcement "
+    "audit). Counted once per object: pods at /validate, PodGroups at /mutate, workloads at /validate.",
+    ["priority_class", "result"],
+)
+NAMESPACE_RULE_RESULTS = ("denied", "warned")
 CERTIFICATE_NOT_AFTER = Gauge(
     "priority_webhook_serving_certificate_not_after_timestamp_seconds",
     "Unix time at which the serving certificate in use expires (earliest over live workers), by file. "

@@ -6,8 +6,9 @@ worker opens its own after forking (`open_store` in the worker) and closes it wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from webhook.files.class_files import static_store
 from webhook.policy.class_model import ClassStore
@@ -38,7 +39,31 @@ def open_store(spec: StoreSpec) -> ClassStore:
     return static_store(spec.classes)
 
 
-def close_store(store: ClassStore) -> None:
+class NamespaceCache(Protocol):
+    """The cluster's namespace labels (webhook.kube.namespace_store), as the server reads them."""
+
+    def labels_of(self, namespace: str) -> Mapping[str, str] | None: ...
+
+    def wait_for(self, namespace: str, timeout: float) -> Mapping[str, str] | None: ...
+
+    def ready(self) -> bool: ...
+
+    def wait_ready(self, timeout: float) -> bool: ...
+
+
+def open_namespaces(spec: StoreSpec) -> NamespaceCache | None:
+    """A started Namespace cache, with a cluster only: without one, no namespace's labels are known."""
+    if not spec.cluster:
+        return None
+    from webhook.kube.config import api_client
+    from webhook.kube.namespace_store import ClusterNamespaceStore
+
+    store = ClusterNamespaceStore(api_client(spec.kubeconfig, spec.in_cluster))
+    store.start()
+    return store
+
+
+def close_store(store: ClassStore | NamespaceCache | None) -> None:
     stop = getattr(store, "stop", None)
     if callable(stop):
         stop()

@@ -1,0 +1,113 @@
+"""The cluster's Namespaces as the allowed-namespaces rule reads them: name -> labels, kept by list + watch.
+
+The same reflector and readiness rules as the class cache (webhook.kube.class_store): every review reads
+memory, `ready()` is False until the first LIST has landed (the server answers /readyz 503 until both
+caches have synced), and while the watch is broken the last known labels keep being served.
+
+Only what the rule reads is kept: a namespace's name and its labels, never the object (its annotations,
+managed fields and status are most of its size). Label keys and values are interned, so the keys every
+namespace carries (`kubernetes.io/metadata.name`, a team or tier label) are stored once for all of them.
+docs/performance.md gives the memory per 1,000 namespaces and the time from a relabel to the decision.
+
+A namespace created a moment ago may reach the cache after a pod that is created in it reaches the
+webhook; `wait_for` lets a review wait a short while for it instead of calling its labels unknown.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kubernetes.client
+
+from webhook.kube import rest
+from webhook.kube.reflector import Reflector
+
+NAMESPACES_PATH = rest.collection(rest.CORE_V1, "namespaces")
+
+
+class ClusterNamespaceStore:
+    """`webhook.policy.namespace_access.NamespaceLabels` fed by a Namespace reflector."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, **reflector_kwargs: Any) -> None:
+        reflector_kwargs.setdefault("name", "namespaces")
+        # Replaced whole on a LIST, one entry set or removed per event (a single dict operation, atomic
+        # for readers); a reader never takes the lock, which only wakes `wait_for`.
+        self._labels: dict[str, Mapping[str, str]] = {}
+        self._changed = threading.Condition()
+        self.reflector = Reflector(api_client, NAMESPACES_PATH, self, **reflector_kwargs)
+
+    # -- NamespaceLabels ------------------------------------------------------------------------------
+    def labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        return self._labels.get(namespace)
+
+    def wait_for(self, namespace: str, timeout: float) -> Mapping[str, str] | None:
+        """The namespace's labels, waiting up to `timeout` seconds for it to reach the cache."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while namespace not in self._labels:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+            return self._labels[namespace]
+
+    # -- lifecycle, as ClusterClassStore --------------------------------------------------------------
+    def ready(self) -> bool:
+        return self.reflector.synced
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self.reflector.wait_synced(timeout)
+
+    def start(self) -> None:
+        self.reflector.start()
+
+    def stop(self) -> None:
+        """Stop the watch (a LIST blocked on an unresponsive API server is left to the daemon thread)."""
+        self.reflector.stop(timeout=1.0)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    # -- ObjectStore (called by the reflector's thread) -----------------------------------------------
+    def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:
+        fresh = {}
+        for obj in objects:
+            entry = _entry(obj)
+            if entry is not None:
+                fresh[entry[0]] = entry[1]
+        with self._changed:
+            self._labels = fresh
+            self._changed.notify_all()
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        entry = _entry(obj)
+        if entry is None:
+            return
+        name, labels = entry
+        with self._changed:
+            if event_type == "DELETED":
+                self._labels.pop(name, None)
+            else:
+                self._labels[name] = labels
+                self._changed.notify_all()
+
+
+def _entry(obj: dict[str, Any]) -> tuple[str, Mapping[str, str]] | None:
+    """(name, labels) with interned strings; None for an object without a name."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
+    kept = {
+        sys.intern(key): sys.intern(value)
+        for key, value in labels.items()
+        if isinstance(key, str) and isinstance(value, str)
+    }
+    return sys.intern(name), kept
