@@ -112,16 +112,16 @@ def test_helm_package_digest_is_the_same_each_time(tmp_path: Path) -> None:
 
 
 def test_classifiers_name_the_pythons_the_suite_runs_on() -> None:
-    """The image's Python and scripts/py313's (scripts/test runs the suite on both), no other, and the
-    oldest of them is python_requires' floor."""
+    """What scripts/test runs the suite on in CI, and no other: the oldest Python we support (python_requires'
+    floor: CI's host Python, .venv) and the one it adds in a Debian root. The image runs one of them."""
     metadata, options = setup_cfg()["metadata"], setup_cfg()["options"]
     listed = set(re.findall(r"Programming Language :: Python :: (3\.\d+)", metadata["classifiers"]))
+    floor = re.fullmatch(r">=(3\.\d+)", options["python_requires"].strip())
+    added = re.search(r"PYTHONS:-\$host (3\.\d+)\}", (ROOT / "scripts" / "test").read_text())
     image = re.search(r"^ARG PYTHON_IMAGE=python:(3\.\d+)-", (ROOT / "Dockerfile").read_text(), re.M)
-    root = re.search(r"/usr/bin/python(3\.\d+)", (ROOT / "scripts" / "py313").read_text())
-    assert image and root
-    assert listed == {image.group(1), root.group(1)}
-    floor = min(listed, key=Version)
-    assert options["python_requires"].strip() == f">={floor}"
+    assert floor and added and image
+    assert listed == {floor.group(1), added.group(1)}
+    assert image.group(1) in listed
 
 
 def test_chart_readme_is_generated_from_the_values_comments() -> None:
