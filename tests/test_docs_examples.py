@@ -166,8 +166,9 @@ def test_usage_lines_name_only_real_options(example: Example):
 def helm_template(line: str, cwd: Path) -> tuple[str, str]:
     """The `helm template [NAME] CHART [-n NS]` that starts a pipeline, rendered, and the rest of the line.
 
-    A chart name that is no folder (the pages' `my-chart`, the reader's own) is made the way a reader's chart
-    starts out: `helm create`'s (the SDK's Chart.create), in `cwd`."""
+    The chart is a folder of the repository (the examples run from its root); a name that is none (the pages'
+    `my-chart`, the reader's own) is made the way a reader's chart starts out: `helm create`'s (the SDK's
+    Chart.create), in `cwd`."""
     head, _, rest = command(line).partition("|")
     words = shlex.split(head)
     assert words[:2] == ["helm", "template"], line
@@ -180,8 +181,10 @@ def helm_template(line: str, cwd: Path) -> tuple[str, str]:
             assert not word.startswith("-"), f"{word}: teach helm_template this option of helm template"
             names.append(word)
     assert len(names) in (1, 2), line
-    folder = cwd / names[-1]
+    folder = ROOT / names[-1]
     if not (folder / "Chart.yaml").is_file():
+        folder = cwd / names[-1]
+        folder.parent.mkdir(parents=True, exist_ok=True)
         helm.Chart.create(folder.name, folder.parent).close()
     release = names[0] if len(names) == 2 else "release-name"
     with helm.Chart.load(folder) as chart:
