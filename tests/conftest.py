@@ -19,11 +19,21 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+_LEAVE_OUT = pytest.StashKey[list[Path]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
     """scripts/test runs the end-to-end and image suites on the host's Python only: in a Debian root it names
-    their folders in PRIORITY_WEBHOOK_LEAVE_OUT, and their tests are deselected even where the command line
-    names them (pytest's --ignore leaves out only what it finds walking a folder)."""
-    folders = [ROOT / name for name in os.environ.get("PRIORITY_WEBHOOK_LEAVE_OUT", "").split()]
+    their folders in PRIORITY_WEBHOOK_LEAVE_OUT. Read once and taken out of the environment: a pytest that a
+    test starts itself (tests/test_envtest_discovery.py collects tests/e2e) is not told to leave them out."""
+    names = os.environ.pop("PRIORITY_WEBHOOK_LEAVE_OUT", "").split()
+    config.stash[_LEAVE_OUT] = [ROOT / name for name in names]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests of the folders left out, even where the command line names them (pytest's --ignore
+    leaves out only what it finds walking a folder)."""
+    folders = config.stash[_LEAVE_OUT]
     if not folders:
         return
     kept, left_out = [], []
