@@ -94,3 +94,14 @@ def render(
 
 def values_key(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True)
+
+
+def template(chart: helm.Chart, *, release: str = "release-name", namespace: str = "default") -> str:
+    """What `helm template RELEASE CHART -n NAMESPACE` prints (Helm's defaults for both): every manifest the
+    chart renders, hooks and tests included, NOTES.txt not, each headed by the template it came from."""
+    manifests = chart.render({}, name=release, namespace=namespace, is_install=True)
+    return "".join(
+        f"---\n# Source: {path}\n{text.strip()}\n"
+        for path, text in sorted(manifests.items())
+        if not path.endswith("NOTES.txt") and text.strip()
+    )

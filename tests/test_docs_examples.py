@@ -5,7 +5,8 @@ Every line of a `sh` or `console` block in README.md and docs/*.md that runs `pr
 * a usage line (optional parts in brackets): every option it names must be the command's own;
 * a cluster line (a live node, `--kubeconfig`, or a file a `kubectl get` in the block writes): run against
   a real API server by tests/e2e/test_docs_live.py;
-* a `helm template` pipeline: run when helm is installed;
+* a `helm template` pipeline: the chart it names rendered with Helm's own engine (helm-python-sdk), a chart
+  of `helm create`'s where the name is no folder, and piped into the rest of the line as written;
 * an offline example: run as written; it must answer (exit 0, or 1 for a denial / no fit), never fail on
   its input (exit 2). A `console` block's commands are run in turn and their output compared.
 """
@@ -14,14 +15,18 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import helm_python as helm
 import pytest
+import yaml
 
+from testkit.chart_rendering import template
 from webhook.commands.dispatch import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +115,9 @@ def _env() -> dict[str, str]:
 
 
 def sh(line: str) -> subprocess.CompletedProcess[str]:
+    # The pages' `.venv/bin/` is the virtual environment running the tests (scripts/test's on Python 3.13
+    # is not the checkout's .venv).
+    line = re.sub(r"(?<![\w/.])\.venv/bin/", f"{Path(sys.executable).parent}/", line)
     return subprocess.run(
         ["bash", "-c", line], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=False
     )
@@ -155,9 +163,62 @@ def test_usage_lines_name_only_real_options(example: Example):
     assert named <= options, named - options
 
 
+def helm_template(line: str, cwd: Path) -> tuple[str, str]:
+    """The `helm template [NAME] CHART [-n NS]` that starts a pipeline, rendered, and the rest of the line.
+
+    The chart is a folder of the repository (the examples run from its root); a name that is none (the pages'
+    `my-chart`, the reader's own) is made the way a reader's chart starts out: `helm create`'s (the SDK's
+    Chart.create), in `cwd`."""
+    head, _, rest = command(line).partition("|")
+    words = shlex.split(head)
+    assert words[:2] == ["helm", "template"], line
+    namespace, names = "default", []
+    options = iter(words[2:])
+    for word in options:
+        if word in ("-n", "--namespace"):
+            namespace = next(options)
+        else:
+            assert not word.startswith("-"), f"{word}: teach helm_template this option of helm template"
+            names.append(word)
+    assert len(names) in (1, 2), line
+    folder = ROOT / names[-1]
+    if not (folder / "Chart.yaml").is_file():
+        folder = cwd / names[-1]
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        helm.Chart.create(folder.name, folder.parent).close()
+    release = names[0] if len(names) == 2 else "release-name"
+    with helm.Chart.load(folder) as chart:
+        return template(chart, release=release, namespace=namespace), rest
+
+
+def classes_as_kubectl_writes_them() -> str:
+    """A cluster's PriorityClasses as `kubectl get pc -o yaml` writes them: a v1 List (the example classes)."""
+    items = [
+        doc for doc in yaml.safe_load_all((ROOT / "examples" / "priorityclasses.yaml").read_text()) if doc
+    ]
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+
+
 @pytest.mark.parametrize("example", HELM, ids=str)
-def test_helm_pipelines(example: Example):
-    if shutil.which("helm") is None:
-        pytest.skip("helm is not installed")
-    result = sh(command(example.line))
-    assert result.returncode in (0, 1), result.stderr
+def test_helm_pipelines(example: Example, tmp_path: Path):
+    rendered, rest = helm_template(example.line, tmp_path)
+    for name in written_by_kubectl(example.block):  # what the block's `kubectl get ... > FILE` would write
+        (tmp_path / name).write_text(classes_as_kubectl_writes_them())
+    result = subprocess.run(
+        ["bash", "-c", rest],
+        input=rendered,
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    documents = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    reviewed = yaml.safe_load(result.stdout)
+    assert reviewed["kind"] == "List"
+    names = [(doc["kind"], doc["metadata"]["name"]) for doc in documents]
+    assert [(item["kind"], item["metadata"]["name"]) for item in reviewed["items"]] == names
+    pod_specs = [i["spec"] for i in reviewed["items"] if i["kind"] == "Pod"]
+    pod_specs += [i["spec"]["template"]["spec"] for i in reviewed["items"] if i["kind"] == "Deployment"]
+    assert pod_specs and all(isinstance(spec.get("priority"), int) for spec in pod_specs), pod_specs

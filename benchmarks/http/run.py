@@ -7,10 +7,17 @@ and with gunicorn's gthread worker, the one used before (`--no-gthread` skips th
 p50/p99 latencies, and ratios per round (medians).
 
     .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8] [--baseline DIR]
+        [--python COMMAND]...
 
 `--baseline DIR` adds the webhook of another checkout (a worktree of an earlier commit) as one more server
 in the same rounds: "webhook-baseline". Every server's CPU per request (its master and workers, from
-/proc, over each round) is reported beside its throughput.
+/proc, over each round) is reported beside its throughput, and its workers' resident memory (the mean over
+the workers, read after each round).
+
+`--python COMMAND` (repeatable) adds the webhook of this checkout served by another interpreter, also in the
+same rounds: `--python "scripts/debian-python 3.13 python"` runs it on Debian 13's Python 3.13 as
+"webhook-py3.13", beside "webhook" on the interpreter running this script; each is compared with "webhook"
+and with the first one given (Debian 12's 3.11 first: the same builder's 3.11 against its 3.13).
 
 Needs `wrk` (Debian package; installed with apt-get when missing and running as root).
 """
@@ -21,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -183,6 +191,12 @@ class Server:
         """CPU time used so far by the server's master and its workers."""
         return processes.cpu_seconds(self.process.pid)
 
+    def worker_rss_mib(self) -> float:
+        """The mean resident memory of the workers (the master's children) now."""
+        workers = [processes.rss_kib(pid) for pid in processes.tree(self.process.pid)[1:]]
+        alive = [kib for kib in workers if kib is not None]
+        return statistics.mean(alive) / 1024 if alive else 0.0
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -229,6 +243,7 @@ class Round:
     p99_ms: float
     requests: int
     cpu_us: float = 0.0  # the server's CPU per request
+    worker_mib: float = 0.0  # its workers' mean resident memory after the round
 
 
 def run_wrk(wrk: str, server: Server, args: argparse.Namespace, review_file: Path, duration: int) -> Round:
@@ -276,6 +291,14 @@ def main() -> int:
         help="also run the webhook of this checkout (e.g. a worktree of an earlier commit): webhook-baseline",
     )
     parser.add_argument(
+        "--python",
+        metavar="COMMAND",
+        action="append",
+        default=[],
+        help='also serve this checkout with this interpreter, e.g. "scripts/debian-python 3.13 python" '
+        "(webhook-pyX.Y; repeatable)",
+    )
+    parser.add_argument(
         "--no-gthread",
         dest="gthread",
         action="store_false",
@@ -284,7 +307,12 @@ def main() -> int:
     args = parser.parse_args()
     wrk = ensure_wrk()
 
-    work = Path(tempfile.mkdtemp(prefix="priority-webhook-bench-"))
+    # Under the work tree's ignored build/ with --python: scripts/debian-python's root sees the work tree, not
+    # the host's /tmp.
+    scratch = REPO / "build" if args.python else None
+    if scratch:
+        scratch.mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="priority-webhook-bench-", dir=scratch))
     servers: list[Server] = []
     try:
         certs = work / "certs"
@@ -309,6 +337,23 @@ def main() -> int:
             port = free_port()
             floor_cmd = [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{port}", *shape]
             servers.append(start("floor" + suffix, floor_cmd, port, ca, work / f"floor{suffix}.log", env))
+        others: list[str] = []
+        for command in args.python:
+            interpreter = shlex.split(command)
+            version = subprocess.run(
+                [*interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()[-1]
+            name = f"webhook-py{version}"
+            while name in others:
+                name += "+"
+            others.append(name)
+            port = free_port()
+            serve = [*interpreter, *serve_command(port)[1:]]
+            servers.append(start(name, serve, port, ca, work / f"{name}.log"))
         if args.baseline:
             port = free_port()
             serve = serve_command(port)
@@ -331,10 +376,11 @@ def main() -> int:
                 used = server.cpu_seconds()
                 r = run_wrk(wrk, server, args, review_file, args.duration)
                 r.cpu_us = (server.cpu_seconds() - used) / r.requests * 1e6
+                r.worker_mib = server.worker_rss_mib()
                 results[server.name].append(r)
                 print(
                     f"round {i + 1} {server.name:16s} {r.rps:8.0f} req/s  p50 {r.p50_ms:6.2f} ms  "
-                    f"p99 {r.p99_ms:6.2f} ms  CPU {r.cpu_us:5.0f} us/request",
+                    f"p99 {r.p99_ms:6.2f} ms  CPU {r.cpu_us:5.0f} us/request  worker {r.worker_mib:5.1f} MiB",
                     file=sys.stderr,
                 )
 
@@ -361,15 +407,17 @@ def main() -> int:
             p50 = statistics.median(r.p50_ms for r in rounds)
             p99 = statistics.median(r.p99_ms for r in rounds)
             cpu = statistics.median(r.cpu_us for r in rounds)
+            mib = statistics.median(r.worker_mib for r in rounds)
             figures[name] = {
                 "rps": round(rps),
                 "p50_ms": round(p50, 2),
                 "p99_ms": round(p99, 2),
                 "cpu_us_per_request": round(cpu),
+                "worker_rss_mib": round(mib, 1),
             }
             print(
                 f"{name:16s} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
-                f"CPU {cpu:5.0f} us/request"
+                f"CPU {cpu:5.0f} us/request  worker {mib:5.1f} MiB"
             )
         comparisons = [("webhook", "floor")]
         if args.gthread:
@@ -380,12 +428,21 @@ def main() -> int:
             ]
         if args.baseline:
             comparisons.append(("webhook", "webhook-baseline"))
+        comparisons += [(other, "webhook") for other in others]
+        comparisons += [(other, others[0]) for other in others[1:]]
         for a, b in comparisons:
             rps_ratio, p99_ratio, cpu_ratio = ratio(a, b, "rps"), ratio(a, b, "p99_ms"), ratio(a, b, "cpu_us")
-            figures[f"{a}/{b}"] = {"throughput": rps_ratio, "p99": p99_ratio, "cpu_per_request": cpu_ratio}
+            mib_ratio = ratio(a, b, "worker_mib")
+            figures[f"{a}/{b}"] = {
+                "throughput": rps_ratio,
+                "p99": p99_ratio,
+                "cpu_per_request": cpu_ratio,
+                "worker_memory": mib_ratio,
+            }
             print(
                 f"{a + ' / ' + b:32s} throughput {rps_ratio:.3f}  p99 {p99_ratio:.3f}  "
-                f"CPU per request {cpu_ratio:.3f}  (median of per-round ratios)"
+                f"CPU per request {cpu_ratio:.3f}  worker memory {mib_ratio:.3f}"
+                "  (medians of per-round ratios)"
             )
         if args.json:
             print(json.dumps(figures))

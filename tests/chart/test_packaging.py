@@ -1,21 +1,30 @@
-"""Chart and package hygiene: one version, a generated chart README, Artifact Hub metadata, the licence,
-and pinned dependencies that cover what setup.cfg declares."""
+"""Chart and package hygiene: one version, the chart linted and packaged by Helm's own actions (helm-python-sdk:
+`helm lint`, `helm package`) into an archive whose digest is the same each time, a generated chart README,
+Artifact Hub metadata, the licence, and pinned dependencies that cover what setup.cfg declares."""
 
 from __future__ import annotations
 
 import configparser
 import importlib.metadata
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import helm_python as helm
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from testkit.chart_rendering import KUBE_VERSION, NAMESPACE
 from webhook import __version__
+
+from .scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = ROOT / "charts" / "priority-webhook"
@@ -40,6 +49,79 @@ def test_one_version_everywhere() -> None:
     images = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
     assert [image["image"] for image in images] == [f"priority-webhook:{__version__}"]
     assert not re.search(r"\b\d+\.\d+\.\d+\b", (ROOT / "Dockerfile").read_text()), "no version typed in"
+
+
+@pytest.mark.parametrize("values", SCENARIOS.values(), ids=list(SCENARIOS))
+def test_helm_lint_finds_nothing(values: dict[str, Any]) -> None:
+    """`helm lint --strict` (warnings count) on the oldest Kubernetes the chart supports: not one finding,
+    informational ones included, with each values set the chart offers."""
+    report = helm.lint(CHART_DIR, values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}.0")
+    assert report["total_charts_linted"] == 1
+    assert report["messages"] == [] and report["errors"] == [], report
+
+
+def test_helm_lint_reports_a_broken_chart(tmp_path: Path) -> None:
+    """The lint above can fail: the same chart with a version that is not SemVer is an error."""
+    broken = Path(shutil.copytree(CHART_DIR, tmp_path / "priority-webhook"))
+    chart = broken / "Chart.yaml"
+    chart.write_text(chart.read_text().replace(f"version: {__version__}", "version: next", 1))
+    report = helm.lint(broken, strict=True)
+    assert any(m["severity"] == 3 and "version 'next'" in m["error"] for m in report["messages"]), report
+
+
+def package(chart: Path, destination: Path) -> Path:
+    destination.mkdir()
+    return Path(helm.package(chart, destination=destination))
+
+
+def test_helm_package_carries_the_package_version_and_every_chart_file(tmp_path: Path) -> None:
+    archive = package(CHART_DIR, tmp_path / "out")
+    assert archive.name == f"priority-webhook-{__version__}.tgz"
+    with helm.Chart.load(archive) as packaged:
+        assert packaged.metadata["version"] == packaged.metadata["appVersion"] == __version__
+    with helm.Chart.load(CHART_DIR) as loaded:  # the loader applies .helmignore, as packaging does
+        expected = {"Chart.yaml", "values.yaml", "values.schema.json"}
+        expected |= {f["name"] for f in loaded.files} | {t["name"] for t in loaded.templates}
+    with tarfile.open(archive) as tar:
+        members = {m.name.removeprefix("priority-webhook/") for m in tar.getmembers() if m.isfile()}
+    assert members == expected
+    assert {"README.md", "files/hooks/wait_ready.py", "templates/tests/test-priority.yaml"} <= members
+    assert "icon.svg" not in members  # .helmignored: Artifact Hub reads the icon from its URL
+
+
+def test_helm_package_digest_is_the_same_each_time(tmp_path: Path) -> None:
+    """Two packagings of the checkout give one archive, byte for byte. Helm records each file's modification
+    time: two copies of the chart whose files carry the same times (the commit's, for a release built from
+    a clone) package to that same digest too, wherever and whenever they are copied."""
+    first = package(CHART_DIR, tmp_path / "first")
+    second = package(CHART_DIR, tmp_path / "second")
+    assert helm.digest(first) == helm.digest(second)
+    assert first.read_bytes() == second.read_bytes()
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", helm.digest(first))
+
+    commit_time = 1_700_000_000
+    digests = set()
+    for name in ("a", "b"):
+        copy = Path(shutil.copytree(CHART_DIR, tmp_path / name / "priority-webhook"))
+        for path in [copy, *copy.rglob("*")]:
+            os.utime(path, (commit_time, commit_time))
+        digests.add(helm.digest(package(copy, tmp_path / name / "out")))
+    assert len(digests) == 1, digests
+    os.utime(copy / "values.yaml", (commit_time + 1, commit_time + 1))
+    assert helm.digest(package(copy, tmp_path / "touched")) not in digests  # the times are part of it
+
+
+def test_classifiers_name_the_pythons_the_suite_runs_on() -> None:
+    """What scripts/test runs the suite on in CI, and no other: the oldest Python we support (python_requires'
+    floor: CI's host Python, .venv) and the one it adds in a Debian root. The image runs one of them."""
+    metadata, options = setup_cfg()["metadata"], setup_cfg()["options"]
+    listed = set(re.findall(r"Programming Language :: Python :: (3\.\d+)", metadata["classifiers"]))
+    floor = re.fullmatch(r">=(3\.\d+)", options["python_requires"].strip())
+    added = re.search(r"PYTHONS:-\$host (3\.\d+)\}", (ROOT / "scripts" / "test").read_text())
+    image = re.search(r"^ARG PYTHON_IMAGE=python:(3\.\d+)-", (ROOT / "Dockerfile").read_text(), re.M)
+    assert floor and added and image
+    assert listed == {floor.group(1), added.group(1)}
+    assert image.group(1) in listed
 
 
 def test_chart_readme_is_generated_from_the_values_comments() -> None:
