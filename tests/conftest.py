@@ -23,7 +23,7 @@ _LEAVE_OUT = pytest.StashKey[list[Path]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """scripts/test runs the end-to-end and image suites on the host's Python only: in a Debian root it names
+    """scripts/test runs the end-to-end, image and node suites on the host's Python only: in a Debian root it names
     their folders in PRIORITY_WEBHOOK_LEAVE_OUT. Read once and taken out of the environment: a pytest that a
     test starts itself (tests/test_envtest_discovery.py collects tests/e2e) is not told to leave them out."""
     names = os.environ.pop("PRIORITY_WEBHOOK_LEAVE_OUT", "").split()
