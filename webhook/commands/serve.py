@@ -292,7 +292,7 @@ def _check_store(spec: StoreSpec) -> ClassStore | None:
     the client configuration is read once (each worker then opens its own connection)."""
     if not spec.cluster:
         return open_store(spec)  # raises InputError for a bad classes file
-    from webhook.kube.config import api_client  # the kubernetes client loads only when a cluster is used
+    from webhook.kube.config import api_client  # the cluster modules load only when a cluster is used
 
     try:
         api_client(spec.kubeconfig, spec.in_cluster).close()

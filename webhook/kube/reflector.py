@@ -1,4 +1,4 @@
-"""A list/watch reflector on the official client's HTTP pool, reading raw JSON (no model classes).
+"""A list/watch reflector on webhook.kube.rest's connections, reading raw JSON (no model classes).
 
 client-go's Reflector, reduced to what the project needs: LIST, hand the items and the list's
 resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
@@ -27,8 +27,8 @@ resourceVersion to the store, then WATCH from that version with bookmarks and ap
   on a quiet cluster whose API server sends no bookmark; a watch it cuts is re-opened at once (the
   connection broke, the server may be fine). LIST waits `read_timeout` for each read.
 
-Authentication comes from the client's Configuration (bearer token with its refresh hook, client
-certificates and CA in its connection pool); only paths and error summaries are ever logged.
+Authentication comes with the connection (webhook.kube.rest: the service account's token, or the client's
+Configuration for a kubeconfig); only paths and error summaries are ever logged.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import threading
 import time
 from typing import Any, Protocol
 
-import kubernetes.client
 import orjson
 
 from webhook.kube import metrics, rest
@@ -75,7 +74,7 @@ class Reflector:
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        api_client: rest.Client,
         path: str,
         store: ObjectStore,
         *,

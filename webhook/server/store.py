@@ -28,7 +28,8 @@ class StoreSpec:
 def open_store(spec: StoreSpec) -> ClassStore:
     """A started store: the cluster's list/watch cache, or the built-in system classes plus class files."""
     if spec.cluster:
-        # Imported here: the cluster modules (and the kubernetes client) load only when a cluster is used.
+        # Imported here: the cluster modules load only when a cluster is used (the kubernetes client only
+        # for a kubeconfig).
         from webhook.kube.class_store import ClusterClassStore
         from webhook.kube.config import api_client
 

@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from webhook.kube import rest
 from webhook.kube.cache import ObjectCache
 from webhook.kube.events import EventRecorder
@@ -37,7 +35,7 @@ COMPONENT = "priority-webhook-sidecar"
 class Sidecar:
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: rest.Client,
         settings: Settings,
         *,
         ignore_pdb: bool = False,
