@@ -27,6 +27,10 @@ resourceVersion to the store, then WATCH from that version with bookmarks and ap
   on a quiet cluster whose API server sends no bookmark; a watch it cuts is re-opened at once (the
   connection broke, the server may be fine). LIST waits `read_timeout` for each read.
 
+A `transform` (client-go's TransformFunc) is applied to every object before the store sees it: a cache
+keeps only the fields its readers use (the sidecar's pods without managedFields, environment and probes),
+so the memory a cache holds follows what the project reads, not what users write.
+
 Authentication comes with the connection (webhook.kube.rest: the service account's token, or the client's
 Configuration for a kubeconfig); only paths and error summaries are ever logged.
 """
@@ -37,6 +41,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
@@ -56,6 +61,9 @@ class ObjectStore(Protocol):
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event: "ADDED" | "MODIFIED" | "DELETED"."""
         ...
+
+
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class _Gone(Exception):
@@ -88,6 +96,7 @@ class Reflector:
         read_timeout: float = 75.0,
         connect_timeout: float = 10.0,
         list_from_watch_cache: bool = False,
+        transform: Transform | None = None,
     ) -> None:
         self.path = path
         self.name = name
@@ -99,6 +108,7 @@ class Reflector:
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.list_from_watch_cache = list_from_watch_cache
+        self.transform = transform
         self.resource_version = ""
         self._list_consistent = False  # the watch cache could not serve the last LIST: read through once
         self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
@@ -216,7 +226,10 @@ class Reflector:
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         if self._stopping.is_set():
             raise _Stopped
-        self.store.replace(body["items"], version)
+        items = body["items"]
+        if self.transform is not None:
+            items = [self.transform(obj) if isinstance(obj, dict) else obj for obj in items]
+        self.store.replace(items, version)
         self.resource_version = version
         self._list_consistent = False
         self._events_since_list = 0  # the backoff is reset by a working watch, not by a LIST
@@ -285,7 +298,7 @@ class Reflector:
             raise ValueError(f"unknown watch event type {kind!r}")
         self._events_since_list += 1
         if kind != "BOOKMARK":
-            self.store.apply(kind, obj)
+            self.store.apply(kind, obj if self.transform is None else self.transform(obj))
             self._count()
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
