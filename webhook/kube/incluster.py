@@ -88,9 +88,11 @@ class ServiceAccount:
 
     @classmethod
     def from_environment(
-        cls, environ: Mapping[str, str] = os.environ, directory: Path = SERVICE_ACCOUNT_DIR
+        cls, environ: Mapping[str, str] = os.environ, directory: Path | None = None
     ) -> ServiceAccount:
-        """The pod's own; a ConfigError (one line) outside a pod or with a file missing or empty."""
+        """The pod's own (`directory`: where the kubelet mounts it, by default); a ConfigError (one line)
+        outside a pod or with a file missing or empty."""
+        directory = SERVICE_ACCOUNT_DIR if directory is None else directory
         host, port = environ.get(HOST_ENV), environ.get(PORT_ENV)
         if host is None or port is None:
             raise ConfigError(f"in-cluster service account: {HOST_ENV} and {PORT_ENV} are not set")
