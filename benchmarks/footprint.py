@@ -69,12 +69,16 @@ from testkit.wait import wait_for  # noqa: E402
 MIB = 2**20
 NODE = "node-a"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-# In a mount namespace of its own: a fresh /run (so /var/run) holding the service-account folder where the
-# kubelet mounts it, then the command. $1 is the cgroup folder, $2 the service-account folder.
+# In a mount namespace of its own: a fresh /run (so /var/run, a tmpfs) holding the service-account folder
+# where the kubelet mounts it and the pod's memory-backed emptyDir volumes (RUN_VOLUMES/NAME: their pages
+# are charged to the pod's cgroup, as the kubelet's are), then the command. $1 is the cgroup folder, $2 the
+# service-account folder, $3 the memory volumes' names.
+RUN_VOLUMES = "/run/volumes"
 IN_POD = (
     'echo $$ > "$1/cgroup.procs" && mount -t tmpfs -o mode=0755 tmpfs /run && '
     "mkdir -p /run/secrets/kubernetes.io && "
-    'ln -s "$2" /run/secrets/kubernetes.io/serviceaccount && shift 2 && exec "$@"'
+    'ln -s "$2" /run/secrets/kubernetes.io/serviceaccount && '
+    f'for v in $3; do mkdir -p {RUN_VOLUMES}/$v; done && shift 3 && exec "$@"'
 )
 
 
@@ -138,22 +142,34 @@ class Pod:
     cgroup: Cgroup
     process: subprocess.Popen[bytes]
     log: Path
+    argv: list[str]
 
     @classmethod
     def start(
-        cls, name: str, argv: list[str], env: Mapping[str, str], account: Path, cwd: Path, log: Path
+        cls,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str],
+        account: Path,
+        cwd: Path,
+        log: Path,
+        memory_volumes: tuple[str, ...] = (),
     ) -> Pod:
         cgroup = Cgroup(name)
         with log.open("wb") as out:
             process = subprocess.Popen(
-                ["unshare", "--mount", "sh", "-c", IN_POD, "sh", str(cgroup.path), str(account), *argv],
+                [
+                    *("unshare", "--mount", "sh", "-c", IN_POD, "sh"),
+                    *(str(cgroup.path), str(account), " ".join(memory_volumes)),
+                    *argv,
+                ],
                 env=dict(env),
                 cwd=cwd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        return cls(name, cgroup, process, log)
+        return cls(name, cgroup, process, log, argv)
 
     def sample(self) -> Sample:
         pids = self.cgroup.pids()
@@ -527,17 +543,46 @@ def pod_env(container: dict[str, Any], cluster: Cluster) -> dict[str, str]:
     return env
 
 
+def volumes(pod_spec: dict[str, Any], container: dict[str, Any], folder: Path) -> dict[str, str]:
+    """Where each of the container's mounts is here: a memory-backed emptyDir in the pod's own tmpfs
+    (RUN_VOLUMES/NAME), any other in a folder of the run."""
+    kinds = {volume["name"]: volume for volume in pod_spec.get("volumes", [])}
+    where = {}
+    for mount in container.get("volumeMounts", []):
+        volume = kinds[mount["name"]]
+        if volume.get("emptyDir", {}).get("medium") == "Memory":
+            where[mount["mountPath"]] = f"{RUN_VOLUMES}/{mount['name']}"
+        else:
+            (folder / "volumes" / mount["name"]).mkdir(parents=True, exist_ok=True)
+            where[mount["mountPath"]] = str(folder / "volumes" / mount["name"])
+    return where
+
+
+def memory_volumes(where: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(path.rsplit("/", 1)[1] for path in where.values() if path.startswith(RUN_VOLUMES + "/"))
+
+
+def mounted(env: dict[str, str], where: Mapping[str, str]) -> dict[str, str]:
+    """The environment with a value naming a mount point (TMPDIR=/tmp) pointed at the mount's place here."""
+    return {name: where.get(value, value) for name, value in env.items()}
+
+
 def with_extra(env: dict[str, str], extra: list[str]) -> dict[str, str]:
     """`--env NAME=VALUE` settings over the chart's (to try a setting before the chart gets it)."""
     return {**env, **dict(item.split("=", 1) for item in extra)}
 
 
-def chart_args(container: dict[str, Any], env: Mapping[str, str], moved: Mapping[str, str]) -> list[str]:
-    """The container's arguments, with the flags in `moved` given other values (loopback, a temp folder)."""
+def chart_args(
+    container: dict[str, Any], env: Mapping[str, str], bind: str, where: Mapping[str, str]
+) -> list[str]:
+    """The container's arguments, `--bind` on loopback and a mount point given as a value (`--cert-dir`)
+    pointed at the mount's place here."""
     args = []
     for arg in container["args"]:
-        flag = arg.split("=", 1)[0]
-        args.append(f"{flag}={moved[flag]}" if flag in moved else expand(arg, dict(env)))
+        flag, _, value = expand(arg, dict(env)).partition("=")
+        if flag == "--bind":
+            value = bind
+        args.append(f"{flag}={where.get(value, value)}" if value else flag)
     return args
 
 
@@ -674,15 +719,30 @@ def measure_run(
     return out
 
 
+def launch(
+    name: str,
+    kind: str,
+    bind: str,
+    args: argparse.Namespace,
+    cluster: Cluster,
+    rendered: Any,
+    folder: Path,
+    account: Path,
+) -> Pod:
+    """The container of the chart's `kind`, as its pod runs it, from `--repo`."""
+    repo = args.repo.resolve()
+    spec, container = container_of(rendered, kind)
+    where = volumes(spec, container, folder / name)
+    env = with_extra({**mounted(pod_env(container, cluster), where), "PYTHONPATH": str(repo)}, args.env)
+    argv = [sys.executable, "-m", "webhook", *chart_args(container, env, bind, where)]
+    return Pod.start(name, argv, env, account, repo, folder / f"{name}.log", memory_volumes(where))
+
+
 def measure_sidecar(
     args: argparse.Namespace, cluster: Cluster, rendered: Any, folder: Path, account: Path
 ) -> Figures:
-    python, repo = sys.executable, args.repo.resolve()
-    _, container = container_of(rendered, "DaemonSet")
-    env = with_extra({**pod_env(container, cluster), "PYTHONPATH": str(repo)}, args.env)
     port = free_port()
-    argv = [python, "-m", "webhook", *chart_args(container, env, {"--bind": f"127.0.0.1:{port}"})]
-    sidecar = Pod.start("sidecar", argv, env, account, repo, folder / "sidecar.log")
+    sidecar = launch("sidecar", "DaemonSet", f"127.0.0.1:{port}", args, cluster, rendered, folder, account)
     try:
         wait_for(
             lambda: sidecar.alive() and ready(f"http://127.0.0.1:{port}/readyz"),
@@ -700,17 +760,11 @@ def measure_replica(
     args: argparse.Namespace, cluster: Cluster, rendered: Any, folder: Path, account: Path
 ) -> Figures:
     """A webhook replica: gunicorn's master and its workers."""
-    python, repo = sys.executable, args.repo.resolve()
-    _, container = container_of(rendered, "Deployment")
-    env = with_extra({**pod_env(container, cluster), "PYTHONPATH": str(repo)}, args.env)
     port = free_port()
-    cert_dir = folder / "tls"
-    moved = {"--bind": f"127.0.0.1:{port}", "--cert-dir": str(cert_dir)}
-    argv = [python, "-m", "webhook", *chart_args(container, env, moved)]
     watches = cluster.class_watches()
-    replica = Pod.start("replica", argv, env, account, repo, folder / "replica.log")
+    replica = launch("replica", "Deployment", f"127.0.0.1:{port}", args, cluster, rendered, folder, account)
     try:
-        workers = int(next(a.split("=", 1)[1] for a in argv if a.startswith("--workers=")))
+        workers = int(next(a.split("=", 1)[1] for a in replica.argv if a.startswith("--workers=")))
         wait_for(
             lambda: (
                 replica.alive()
@@ -766,7 +820,7 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0 or not shutil.which("unshare"):
         parser.error("needs root and unshare(1): memory cgroups and a mount namespace per pod")
-
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the pods and remove their cgroups
     with helm.Chart.load(CHART) as chart:
         rendered = render(chart)
     runs: list[dict[str, Figures]] = []
@@ -841,8 +895,9 @@ def report(figures: dict[str, Figures], title: str) -> None:
             print(f"{name:9} {when:6} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}  {cpu}")
         if name == "replica":
             ratio = f.load.working_set / f.rest.working_set
+            rate = f.extra.get("reviews_per_s", 0)
             print(
-                f"{'':9} load/rest working set {ratio:.2f}x, {f.extra.get('reviews_per_s', 0):.0f} reviews/s; "
+                f"{'':9} load/rest working set {ratio:.2f}x, {rate:.0f} reviews/s; "
                 f"RSS of each process at rest {f.extra.get('rss_each', '?')}"
             )
     sys.stdout.flush()
