@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING
 
 from webhook.commands import dispatch
 from webhook.commands.options import add_classes, add_cluster, add_legacy_annotation, parse_bind
-from webhook.files import tls
-from webhook.files.documents import InputError
+from webhook.files import InputError, tls
 from webhook.kube import ConfigError
 from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
-# its metrics are imported by each worker, after that).
+# its metrics are imported after that, by the master just before it forks the workers).
 from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
 from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT
 from webhook.server.store import StoreSpec, open_store

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.files.class_files import static_store
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 
@@ -36,6 +35,8 @@ def open_store(spec: StoreSpec) -> ClassStore:
         store = ClusterClassStore(api_client(spec.kubeconfig, spec.in_cluster))
         store.start()
         return store
+    from webhook.files.class_files import static_store  # class files are YAML: its parser only then
+
     return static_store(spec.classes)
 
 
