@@ -846,6 +846,7 @@ def main() -> int:
                     median_sample([r[name].rest for r in runs]),
                     median_sample([r[name].load for r in runs]),
                     statistics.median(r[name].cpu_millicores for r in runs),
+                    {"reviews_per_s": statistics.median(r[name].extra.get("reviews_per_s", 0) for r in runs)},
                 )
                 for name in runs[0]
             },
@@ -898,7 +899,7 @@ def report(figures: dict[str, Figures], title: str) -> None:
             rate = f.extra.get("reviews_per_s", 0)
             print(
                 f"{'':9} load/rest working set {ratio:.2f}x, {rate:.0f} reviews/s; "
-                f"RSS of each process at rest {f.extra.get('rss_each', '?')}"
+                f"RSS of each process at rest {f.extra.get('rss_each', 'in each run')}"
             )
     sys.stdout.flush()
 
