@@ -107,6 +107,23 @@ def test_applies_added_modified_deleted_in_order(api: KubeAPIServer, reflect) ->
     converge(cache, api)
 
 
+def test_a_transform_shapes_every_object_before_the_store(api: KubeAPIServer, reflect) -> None:
+    """Listed and watched objects alike reach the store as the transform made them (client-go's
+    TransformFunc); the reflector's own bookkeeping (resourceVersion) is unaffected."""
+
+    def without_description(obj: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in obj.items() if k != "description"}
+
+    api.create("priorityclasses", pc("listed", 1, description="dropped"))
+    reflector, cache = reflect(transform=without_description)
+    assert reflector.wait_synced(5)
+    api.create("priorityclasses", pc("watched", 2, description="dropped"))
+    converge(cache, api)
+    assert {o["metadata"]["name"] for o in cache.list()} >= {"listed", "watched"}
+    assert all("description" not in o for o in cache.list())
+    assert reflector.resource_version == cache.resource_version
+
+
 def test_bookmarks_advance_the_resource_version_without_changing_the_store(
     api: KubeAPIServer, reflect
 ) -> None:

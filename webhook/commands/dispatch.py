@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from webhook import __version__
-from webhook.files.documents import InputError
+from webhook.files import InputError
 from webhook.kube import ConfigError
 
 

@@ -125,7 +125,7 @@ _TEMPORARY: list[str] = []
 
 
 def _kubeconfig_paths(kubeconfig: str | None) -> list[str]:
-    from webhook.kube.config import kubeconfig_paths  # loads the kubernetes client: only when a cluster is
+    from webhook.kube.config import kubeconfig_paths  # the cluster modules: only when a cluster is
 
     return kubeconfig_paths(kubeconfig)
 

@@ -22,14 +22,13 @@ from webhook.commands.options import (
     positive_int,
     seconds,
 )
-from webhook.files import tls
-from webhook.files.documents import InputError
+from webhook.files import InputError, tls
 from webhook.kube import ConfigError
 from webhook.policy.class_model import ClassStore
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 
 # None of these import prometheus_client: `serve` must choose the metrics directory first (the app and
-# its metrics are imported by each worker, after that).
+# its metrics are imported after that, by the master just before it forks the workers).
 from webhook.server.gunicorn import ServeSettings, WebhookApplication, cert_files, metrics_dir
 from webhook.server.limits import KEEPALIVE, MAX_CONNECTIONS, REQUEST_TIMEOUT, SHUTDOWN_DELAY
 from webhook.server.store import StoreSpec, open_store
@@ -295,7 +294,7 @@ def _check_store(spec: StoreSpec) -> ClassStore | None:
     the client configuration is read once (each worker then opens its own connection)."""
     if not spec.cluster:
         return open_store(spec)  # raises InputError for a bad classes file
-    from webhook.kube.config import api_client  # the kubernetes client loads only when a cluster is used
+    from webhook.kube.config import api_client  # the cluster modules load only when a cluster is used
 
     try:
         api_client(spec.kubeconfig, spec.in_cluster).close()

@@ -9,7 +9,7 @@ import threading
 
 from webhook.commands import dispatch
 from webhook.commands.options import add_cluster, add_log_level, parse_bind
-from webhook.files.documents import InputError
+from webhook.files import InputError
 from webhook.k8s import INT32_MAX, SYSTEM_CRITICAL_PRIORITY
 
 DEFAULT_BIND = "0.0.0.0:9090"

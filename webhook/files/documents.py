@@ -13,9 +13,7 @@ from typing import Any
 
 import yaml
 
-
-class InputError(ValueError):
-    """Bad command-line input; the message is one line naming the file and the problem."""
+from webhook.files import InputError as InputError  # its home; most readers of files import it from here
 
 
 def file_error(path: str, err: OSError) -> InputError:

@@ -24,9 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import kubernetes.client
-
 from webhook.k8s import InvalidObject
+from webhook.kube import rest
 from webhook.kube.reflector import Reflector
 from webhook.policy.class_model import ClassSet, PriorityClass
 
@@ -46,7 +45,7 @@ class ClusterClassStore:
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        api_client: rest.Client,
         *,
         history_seconds: float = HISTORY_SECONDS,
         clock: Callable[[], float] = time.monotonic,

@@ -1,19 +1,23 @@
-"""The `kubernetes` client configuration: kubeconfig file, in-cluster service account, or the default rules.
+"""How the project reaches a cluster: the pod's service account, or a kubeconfig file (the default rules).
 
-Authentication (bearer tokens, exec/refresh hooks, client certificates, the cluster CA) lives in the
-client's `Configuration`; the reflector reads it from there and never logs it.
+In a pod (`--in-cluster`, what the chart runs) the service account is read by webhook.kube.incluster and
+the official client is never loaded. A kubeconfig goes through the client's own loader, imported only
+then: its authentication (bearer tokens, exec and refresh hooks, client certificates, the cluster CA,
+proxies) lives in the client's `Configuration`. Neither is ever logged.
 """
 
 from __future__ import annotations
 
 import os
-
-import kubernetes.client
-import kubernetes.config
-import yaml
-from kubernetes.config.config_exception import ConfigException
+from typing import TYPE_CHECKING
 
 from webhook.kube import ConfigError
+from webhook.kube.incluster import ServiceAccount
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from webhook.kube.rest import Client
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
@@ -27,29 +31,34 @@ def kubeconfig_paths(kubeconfig: str | None) -> list[str]:
     return paths or [os.path.expanduser(DEFAULT_KUBECONFIG)]
 
 
-def api_client(
-    kubeconfig: str | None, in_cluster: bool, context: str | None = None
-) -> kubernetes.client.ApiClient:
+def api_client(kubeconfig: str | None, in_cluster: bool, context: str | None = None) -> Client:
     """A client for the cluster: `in_cluster` uses the pod's service account, else the kubeconfig file
     (None: `$KUBECONFIG` or `~/.kube/config`, as kubectl) and its `context` (None: the current one).
     A bad or missing configuration is a ConfigError."""
+    if in_cluster:
+        return ServiceAccount.from_environment()
+    paths = kubeconfig_paths(kubeconfig)
+    if not any(os.path.exists(p) for p in paths):
+        raise ConfigError(f"kubeconfig {', '.join(paths)}: not found")
+    return kubeconfig_client(kubeconfig, context)
+
+
+def kubeconfig_client(kubeconfig: str | None, context: str | None) -> ApiClient:
+    """The official client's `ApiClient` for a kubeconfig, by the client's own loader (imported here)."""
+    import kubernetes.client
+    import kubernetes.config
+    import yaml
+    from kubernetes.config.config_exception import ConfigException
+
     configuration = kubernetes.client.Configuration()
-    if not in_cluster:
-        paths = kubeconfig_paths(kubeconfig)
-        if not any(os.path.exists(p) for p in paths):
-            raise ConfigError(f"kubeconfig {', '.join(paths)}: not found")
     try:
-        if in_cluster:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
-        else:
-            kubernetes.config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+        kubernetes.config.load_kube_config(
+            config_file=kubeconfig,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
     except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as err:
-        source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(f"{source}: {detail}") from err
+        raise ConfigError(f"kubeconfig {kubeconfig or '(default)'}: {detail}") from err
     return kubernetes.client.ApiClient(configuration)

@@ -19,8 +19,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from webhook.kube import rest
 
 log = logging.getLogger(__name__)
@@ -92,7 +90,7 @@ def event_body(
 
 
 class EventRecorder:
-    def __init__(self, api_client: ApiClient, *, component: str, host: str) -> None:
+    def __init__(self, api_client: rest.Client, *, component: str, host: str) -> None:
         self.api_client = api_client
         self.component = component
         self.host = host

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from webhook.kube import rest
 from webhook.kube.rest import DEFAULT_TIMEOUT
 
@@ -41,7 +39,7 @@ def failure(err: rest.ApiError) -> Outcome:
 
 
 def evict(
-    api_client: ApiClient, namespace: str, name: str, uid: str, *, timeout: float = DEFAULT_TIMEOUT
+    api_client: rest.Client, namespace: str, name: str, uid: str, *, timeout: float = DEFAULT_TIMEOUT
 ) -> Outcome:
     """POST a policy/v1 Eviction: the API server checks the pod's PodDisruptionBudget (429 if it forbids)."""
     body = {
@@ -54,7 +52,7 @@ def evict(
 
 
 def delete(
-    api_client: ApiClient,
+    api_client: rest.Client,
     namespace: str,
     name: str,
     uid: str,
@@ -69,7 +67,9 @@ def delete(
     return _attempt(api_client, "DELETE", rest.pod_path(namespace, name), body, timeout, "Deleted")
 
 
-def _attempt(api_client: ApiClient, method: str, path: str, body: Any, timeout: float, done: str) -> Outcome:
+def _attempt(
+    api_client: rest.Client, method: str, path: str, body: Any, timeout: float, done: str
+) -> Outcome:
     try:
         rest.call_json(api_client, method, path, body, timeout=timeout)
     except rest.ApiError as err:

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import kubernetes.client
-
 from webhook.kube import rest
 
 PAGE_SIZE = 500
@@ -45,7 +43,7 @@ class ListError(Exception):
 
 
 def list_objects(
-    client: kubernetes.client.ApiClient, progress: Progress | None = None, page_size: int = PAGE_SIZE
+    client: rest.Client, progress: Progress | None = None, page_size: int = PAGE_SIZE
 ) -> Iterator[tuple[str, Any]]:
     """(source, object) for every node, pod, PDB and PriorityClass of the cluster."""
     for resource in RESOURCES:
@@ -61,7 +59,7 @@ def list_objects(
             progress(resource.plural, count)
 
 
-def _pages(client: kubernetes.client.ApiClient, resource: Resource, page_size: int) -> Iterator[Any]:
+def _pages(client: rest.Client, resource: Resource, page_size: int) -> Iterator[Any]:
     token = ""
     while True:
         query = {"limit": str(page_size)}
@@ -79,10 +77,8 @@ def _pages(client: kubernetes.client.ApiClient, resource: Resource, page_size: i
             return
 
 
-def _get(
-    client: kubernetes.client.ApiClient, path: str, query: dict[str, str], plural: str
-) -> dict[str, Any]:
-    """One GET of a page (webhook.kube.rest: the official client's authentication, TLS and proxies)."""
+def _get(client: rest.Client, path: str, query: dict[str, str], plural: str) -> dict[str, Any]:
+    """One GET of a page (webhook.kube.rest: the connection's authentication, TLS and proxies)."""
     try:
         body = rest.call_json(client, "GET", path, query=query, timeout=TIMEOUT)
     except rest.ApiError as err:

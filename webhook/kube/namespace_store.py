@@ -21,8 +21,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import kubernetes.client
-
 from webhook.kube import rest
 from webhook.kube.reflector import Reflector
 
@@ -32,7 +30,7 @@ NAMESPACES_PATH = rest.collection(rest.CORE_V1, "namespaces")
 class ClusterNamespaceStore:
     """`webhook.policy.namespace_access.NamespaceLabels` fed by a Namespace reflector."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, **reflector_kwargs: Any) -> None:
+    def __init__(self, api_client: rest.Client, **reflector_kwargs: Any) -> None:
         reflector_kwargs.setdefault("name", "namespaces")
         # Replaced whole on a LIST, one entry set or removed per event (a single dict operation, atomic
         # for readers); a reader never takes the lock, which only wakes `wait_for`.

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes.client
-
 from webhook.files.documents import InputError
 from webhook.kube import rest
 
 READ_TIMEOUT = 30.0
 
 
-def read_node_view(
-    client: kubernetes.client.ApiClient, node: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_node_view(client: rest.Client, node: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(Node, pods bound to it). A missing node or a refused read is an InputError naming it."""
     try:
         node_obj = rest.call_json(
@@ -49,7 +45,7 @@ def read_node_view(
     return node_obj, items
 
 
-def read_priority_classes(client: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
+def read_priority_classes(client: rest.Client) -> list[dict[str, Any]]:
     """The cluster's PriorityClasses (`kubectl get priorityclasses -o json`), so that a pod's class is
     resolved as the cluster's own admission would resolve it."""
     try:

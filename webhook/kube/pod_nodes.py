@@ -3,14 +3,12 @@
 The eviction check (webhook/policy/eviction_rules.py) needs the evicted pod's spec.nodeName, which the
 Eviction under review does not carry. One GET of the pod per eviction: only the sidecar's evictions are
 sent to the webhook, a few per preemption, so a pod cache (a cluster-wide watch of every pod) would cost
-far more than it saves. The answer stays raw JSON through the client's connection pool, as in
-webhook.kube.rest; the timeout is short so a slow API server fails the review well within the
-webhook's own timeoutSeconds (the API server then applies failurePolicy Fail: the eviction waits).
+far more than it saves. The answer stays raw JSON (webhook.kube.rest); the timeout is short so a slow
+API server fails the review well within the webhook's own timeoutSeconds (the API server then applies
+failurePolicy Fail: the eviction waits).
 """
 
 from __future__ import annotations
-
-from kubernetes.client import ApiClient
 
 from webhook.kube import rest
 from webhook.policy.eviction_rules import PodLookupError
@@ -21,7 +19,7 @@ LOOKUP_TIMEOUT = 3.0
 class ClusterPodNodes:
     """`PodNodes` backed by a GET of the pod."""
 
-    def __init__(self, api_client: ApiClient, *, timeout: float = LOOKUP_TIMEOUT) -> None:
+    def __init__(self, api_client: rest.Client, *, timeout: float = LOOKUP_TIMEOUT) -> None:
         self._api = api_client
         self._timeout = timeout
 

@@ -1,4 +1,4 @@
-"""A list/watch reflector on the official client's HTTP pool, reading raw JSON (no model classes).
+"""A list/watch reflector on webhook.kube.rest's connections, reading raw JSON (no model classes).
 
 client-go's Reflector, reduced to what the project needs: LIST, hand the items and the list's
 resourceVersion to the store, then WATCH from that version with bookmarks and apply each event.
@@ -27,8 +27,12 @@ resourceVersion to the store, then WATCH from that version with bookmarks and ap
   on a quiet cluster whose API server sends no bookmark; a watch it cuts is re-opened at once (the
   connection broke, the server may be fine). LIST waits `read_timeout` for each read.
 
-Authentication comes from the client's Configuration (bearer token with its refresh hook, client
-certificates and CA in its connection pool); only paths and error summaries are ever logged.
+A `transform` (client-go's TransformFunc) is applied to every object before the store sees it: a cache
+keeps only the fields its readers use (the sidecar's pods without managedFields, environment and probes),
+so the memory a cache holds follows what the project reads, not what users write.
+
+Authentication comes with the connection (webhook.kube.rest: the service account's token, or the client's
+Configuration for a kubeconfig); only paths and error summaries are ever logged.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
-import kubernetes.client
 import orjson
 
 from webhook.kube import metrics, rest
@@ -59,6 +63,9 @@ class ObjectStore(Protocol):
         ...
 
 
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 class _Gone(Exception):
     """The watched resourceVersion is too old: re-LIST."""
 
@@ -75,7 +82,7 @@ class Reflector:
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        api_client: rest.Client,
         path: str,
         store: ObjectStore,
         *,
@@ -89,6 +96,7 @@ class Reflector:
         read_timeout: float = 75.0,
         connect_timeout: float = 10.0,
         list_from_watch_cache: bool = False,
+        transform: Transform | None = None,
     ) -> None:
         self.path = path
         self.name = name
@@ -100,6 +108,7 @@ class Reflector:
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.list_from_watch_cache = list_from_watch_cache
+        self.transform = transform
         self.resource_version = ""
         self._list_consistent = False  # the watch cache could not serve the last LIST: read through once
         self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
@@ -217,7 +226,10 @@ class Reflector:
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         if self._stopping.is_set():
             raise _Stopped
-        self.store.replace(body["items"], version)
+        items = body["items"]
+        if self.transform is not None:
+            items = [self.transform(obj) if isinstance(obj, dict) else obj for obj in items]
+        self.store.replace(items, version)
         self.resource_version = version
         self._list_consistent = False
         self._events_since_list = 0  # the backoff is reset by a working watch, not by a LIST
@@ -286,7 +298,7 @@ class Reflector:
             raise ValueError(f"unknown watch event type {kind!r}")
         self._events_since_list += 1
         if kind != "BOOKMARK":
-            self.store.apply(kind, obj)
+            self.store.apply(kind, obj if self.transform is None else self.transform(obj))
             self._count()
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:

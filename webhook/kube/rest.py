@@ -1,9 +1,11 @@
 """The project's one way to talk to the API server: JSON in and out, quoted paths, typed errors.
 
-Every request goes through the official client's `ApiClient`: its Configuration (host, bearer token with
-its refresh hook, client certificates, CA, proxies) builds the URL and headers, its connection pool sends
-them. Bodies and answers stay plain JSON (dicts and lists, decoded with orjson): the client's model classes
-cost more than the work done with them (importing CoreV1Api alone takes seconds).
+A request goes to a `Client`: in a pod, the service account (webhook.kube.incluster: its token, the
+cluster CA and a urllib3 pool, without loading the official client); with a kubeconfig, the official
+client's `ApiClient`, whose Configuration (host, bearer token with its refresh hook, client certificates,
+CA, proxies) builds the URL and headers and whose pool sends them. Either way the request itself is sent
+here, on that pool: bodies and answers stay plain JSON (dicts and lists, encoded and decoded with orjson),
+since the client's model classes cost more than the work done with them.
 
 Errors come in three kinds, all `RestError`:
 
@@ -18,13 +20,18 @@ Errors come in three kinds, all `RestError`:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import quote
 
 import orjson
 import urllib3
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
+
+from webhook.kube.incluster import ServiceAccount
+
+if TYPE_CHECKING:  # the official client is loaded only where a kubeconfig is (webhook.kube.config)
+    from kubernetes.client import ApiClient
+
+Client: TypeAlias = "ServiceAccount | ApiClient"
 
 DEFAULT_TIMEOUT = 10.0
 Timeout = float | tuple[float, float]  # total, or (connect, read), in seconds
@@ -115,34 +122,36 @@ TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
 # -- requests -----------------------------------------------------------------------------------------------
-def _serialize(
-    client: ApiClient,
-    method: str,
-    path: str,
-    query: Mapping[str, str] | None,
-    content_type: str | None,
-    body: Any,
-) -> tuple[str, str, dict[str, str], Any]:
-    """Method, URL, headers (with the Configuration's credentials) and body, as the client builds them."""
+def _prepare(
+    client: Client, method: str, path: str, query: Mapping[str, str] | None, content_type: str | None
+) -> tuple[urllib3.PoolManager, str, dict[str, str]]:
+    """The pool to send on, the URL, and the headers with the credentials of the moment."""
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
-    method_, url, headers_, body_, _ = client.param_serialize(
+    if isinstance(client, ServiceAccount):
+        return client.pool_manager, client.target(path, query, headers), headers
+    _, url, headers_, _, _ = client.param_serialize(
         method,
         path,
         query_params=list((query or {}).items()) or None,
         header_params=headers,
-        body=body,
         auth_settings=["BearerToken"],
     )
     config = client.configuration
     if not any(key.lower() == "authorization" for key in headers_) and (config.username or config.password):
         headers_.update(urllib3.make_headers(basic_auth=f"{config.username}:{config.password}"))
-    return method_, url, headers_, body_
+    return client.rest_client.pool_manager, url, headers_
+
+
+def _timeout(timeout: Timeout) -> urllib3.Timeout:
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
 
 
 def call_json(
-    client: ApiClient,
+    client: Client,
     method: str,
     path: str,
     body: Any = None,
@@ -152,12 +161,20 @@ def call_json(
     timeout: Timeout = DEFAULT_TIMEOUT,
 ) -> Any:
     """One request with a JSON body (None: no body); the decoded JSON answer (None when empty)."""
-    method_, url, headers, body_ = _serialize(client, method, path, query, content_type, body)
+    pool, url, headers = _prepare(client, method, path, query, content_type)
     try:
-        response = client.call_api(method_, url, headers, body_, None, _request_timeout=timeout)
-        raw = response.read()
-    except ApiException as err:  # the client's own wrapping of a TLS failure (status 0)
-        raise Unreachable(" ".join(str(err.reason).split()), "SSLError") from None
+        response = pool.request(
+            method,
+            url,
+            body=None if body is None else orjson.dumps(body),
+            headers=headers,
+            timeout=_timeout(timeout),
+            preload_content=False,
+        )
+        try:
+            raw = response.read()
+        finally:
+            response.release_conn()
     except TRANSPORT_ERRORS as err:
         raise Unreachable.of(err) from None
     if not 200 <= response.status <= 299:
@@ -215,7 +232,7 @@ class Stream:
 
 
 def stream(
-    client: ApiClient,
+    client: Client,
     path: str,
     query: Mapping[str, str],
     *,
@@ -224,9 +241,9 @@ def stream(
 ) -> Stream:
     """GET path?query, its answer left unread for the caller. Not retried by the pool: the caller (a
     reflector) has its own backoff. A non-200 answer is read, released and raised as ApiError."""
-    _, url, headers, _ = _serialize(client, "GET", path, query, None, None)
+    pool, url, headers = _prepare(client, "GET", path, query, None)
     try:
-        response = client.rest_client.pool_manager.request(
+        response = pool.request(
             "GET",
             url,
             headers=headers,

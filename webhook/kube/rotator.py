@@ -24,7 +24,6 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from kubernetes.client import ApiClient
 
 from webhook.files import tls
 from webhook.kube import rest
@@ -72,7 +71,7 @@ class Conflict(Exception):
 class Rotator:
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: rest.Client,
         settings: RotationSettings,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:

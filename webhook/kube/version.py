@@ -5,14 +5,12 @@ kube-scheduler is released with the API server; the planner follows the server's
 
 from __future__ import annotations
 
-import kubernetes.client
-
 from webhook.kube import rest
 
 READ_TIMEOUT = 30.0
 
 
-def server_version(client: kubernetes.client.ApiClient) -> str | None:
+def server_version(client: rest.Client) -> str | None:
     """`gitVersion` (`v1.33.3`), or None when the server does not say (callers then use the current
     version); an unreachable server fails later, on the first real read, with its own message."""
     try:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.k8s import InvalidObject as InvalidObject  # raised by every reader of objects here
-from webhook.kubernetes_quantity import parse_quantity as _k8s_parse_quantity  # the client's, loaded alone
+from webhook.preemption.kubernetes_quantity import parse_quantity as _k8s_parse_quantity  # loaded alone
 
 CPU = "cpu"
 MEMORY = "memory"

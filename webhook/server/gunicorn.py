@@ -6,13 +6,19 @@ Why these settings:
   clients cost no thread (gunicorn's gthread reads requests in its pool threads: see that module).
 - keep-alive of 75 s: the API server keeps idle connections to a webhook for about a minute and a half
   (Go's default), so a short server-side keep-alive would mean a fresh handshake for most reviews.
-- the app is loaded in each worker after the fork (no preload), so a cluster-backed class store opens
-  its own watch per process; the master only validates the configuration, to fail fast.
+- the app is loaded in each worker after the fork, so a cluster-backed class store opens its own watch
+  per process; the master only validates the configuration, to fail fast. What does survive a fork is
+  loaded before it: the master imports the workers' modules (Flask, the app, the caches' code) and
+  freezes its objects out of the cyclic collector just before each fork (`gc.freeze`), so the workers
+  share those pages with it instead of each holding a copy (a collection in a worker would otherwise
+  write to every inherited object's header, and so copy nearly every page it inherited).
 - no access log by default; gunicorn never logs bodies, and neither do we.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
 import os
 import shutil
@@ -49,6 +55,13 @@ WORKER_CLASS = "webhook.server.worker.AsyncWorker"
 # For measurements only (benchmarks compare the serving designs in one run): another gunicorn worker
 # class, e.g. `gthread`, the one used before. Its bounds on slow clients are weaker (see worker.py).
 WORKER_CLASS_ENV = "PRIORITY_WEBHOOK_WORKER_CLASS"
+# What every worker imports on `load()`: imported by the master before it forks, so it is shared.
+WORKER_MODULES = (
+    "webhook.server.worker",
+    "webhook.server.app",
+    "webhook.kube.class_store",
+    "webhook.kube.pod_nodes",
+)
 
 
 @dataclass
@@ -106,9 +119,12 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             "control_socket_disable": True,
             "child_exit": _child_exit,
             "worker_exit": self._worker_exit,
+            "pre_fork": _pre_fork,
         }
         for key, value in config.items():
             self.cfg.set(key, value)
+        for module in WORKER_MODULES if s.store.cluster else WORKER_MODULES[:2]:
+            importlib.import_module(module)
 
     def serving_limits(self) -> Limits:
         """Read by the worker (webhook.server.worker): gunicorn has no setting for a request deadline."""
@@ -149,6 +165,12 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             close_store(self.worker_store)
         close_pod_nodes(self.worker_pods)
         close_store(self.worker_namespaces)
+
+
+def _pre_fork(server: Any, worker: Any) -> None:
+    """In the master, before each fork: what exists now is never collected here again, nor in the worker
+    (the master's own garbage is made by its rotator, and is not cyclic)."""
+    gc.freeze()
 
 
 def _child_exit(server: Any, worker: Any) -> None:

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from webhook.files.class_files import static_store
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 
@@ -29,13 +28,16 @@ class StoreSpec:
 def open_store(spec: StoreSpec) -> ClassStore:
     """A started store: the cluster's list/watch cache, or the built-in system classes plus class files."""
     if spec.cluster:
-        # Imported here: the cluster modules (and the kubernetes client) load only when a cluster is used.
+        # Imported here: the cluster modules load only when a cluster is used (the kubernetes client only
+        # for a kubeconfig).
         from webhook.kube.class_store import ClusterClassStore
         from webhook.kube.config import api_client
 
         store = ClusterClassStore(api_client(spec.kubeconfig, spec.in_cluster))
         store.start()
         return store
+    from webhook.files.class_files import static_store  # class files are YAML: its parser only then
+
     return static_store(spec.classes)
 
 

@@ -1,6 +1,7 @@
 """The sidecar's loop: keep the node view, ask `decide` what to do, carry it out.
 
-Two reflectors (the Node by name, the pods bound to it in all namespaces) fill two caches; every change
+Two reflectors (the Node by name, the pods bound to it in all namespaces, each kept without the fields no
+decision reads: webhook.sidecar.pod_fields) fill two caches; every change
 wakes the loop, which runs the pure `decide` on a snapshot and performs the actions in order. All that is
 kept in memory is a set of hints (evictions just accepted, retry backoff, reports already made); the
 durable state is the record on each rejected pod, written with a resourceVersion test so a decision made
@@ -15,8 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from webhook.kube import rest
 from webhook.kube.cache import ObjectCache
 from webhook.kube.events import EventRecorder
@@ -27,6 +26,7 @@ from webhook.sidecar.decide import decide
 from webhook.sidecar.execute import Executor
 from webhook.sidecar.lifecycle import state_counts
 from webhook.sidecar.memory import Memory
+from webhook.sidecar.pod_fields import kept_fields
 from webhook.sidecar.ratelimit import EvictionRateLimit
 
 log = logging.getLogger("webhook.sidecar")
@@ -37,7 +37,7 @@ COMPONENT = "priority-webhook-sidecar"
 class Sidecar:
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: rest.Client,
         settings: Settings,
         *,
         ignore_pdb: bool = False,
@@ -78,6 +78,7 @@ class Sidecar:
                 field_selector=f"spec.nodeName={settings.node_name}",
                 # thousands of agents: served from the watch cache, never an etcd scan of every pod
                 list_from_watch_cache=True,
+                transform=kept_fields,  # what the decisions read, not managedFields, env and probes
                 **options,
             ),
         )

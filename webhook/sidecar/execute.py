@@ -13,8 +13,6 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
-
 from webhook.kube import eviction, rest
 from webhook.kube.events import NORMAL, WARNING, EventRecorder
 from webhook.sidecar import metrics
@@ -32,7 +30,7 @@ PREEMPTED_MESSAGE = "Preempted in order to admit critical pod"  # pkg/kubelet/pr
 class Executor:
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: rest.Client,
         events: EventRecorder,
         limiter: EvictionRateLimit,
         memory: Memory,

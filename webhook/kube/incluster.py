@@ -1,0 +1,149 @@
+"""The pod's service account as a connection to the API server, without the official client.
+
+A pod reaches the API server the way the kubelet set it up: the address in `KUBERNETES_SERVICE_HOST` and
+`KUBERNETES_SERVICE_PORT`, the cluster CA and a bearer token in files under
+/var/run/secrets/kubernetes.io/serviceaccount. That is all the client's in-cluster loader reads, but
+importing the client costs a sidecar most of its memory (about 530 modules and 35 MiB) for an `ApiClient`
+whose only part used here is urllib3's pool; so this module reads the same files and variables and hands
+webhook.kube.rest a urllib3 pool verifying the server against that CA.
+
+The kubelet rotates the projected token (about hourly, long before it expires): the file is read again at
+most once a minute, as the client and client-go do, so a rotated token is used within a minute and most
+requests read no file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlencode
+
+import urllib3
+
+from webhook import __version__
+from webhook.kube import ConfigError
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+HOST_ENV = "KUBERNETES_SERVICE_HOST"
+PORT_ENV = "KUBERNETES_SERVICE_PORT"
+TOKEN_REREAD_SECONDS = 60.0
+USER_AGENT = f"priority-webhook/{__version__}"
+# Connections kept per pool: a sidecar holds two watches and makes one request at a time beside them; a
+# worker one watch and a pod lookup per concurrent eviction review.
+POOL_SIZE = 10
+# TCP keep-alive as client-go asks the kernel for it (idle 30 s, then 9 probes 15 s apart): a watch on a
+# connection that died silently is noticed in minutes, not hours.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 15, 9
+
+
+def _socket_options() -> list[tuple[int, int, int]]:
+    options = [*urllib3.connection.HTTPConnection.default_socket_options]  # TCP_NODELAY
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+    ):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+def _host_port(host: str, port: str) -> str:
+    """`host:port`, an IPv6 address in brackets (Go's net.JoinHostPort)."""
+    return f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"
+
+
+class ServiceAccount:
+    """The API server at `server` (https://host:port), trusted by `ca_file`, as the bearer of the token in
+    `token_file`. Thread-safe: the reflectors' threads and the sidecar's loop share one."""
+
+    def __init__(
+        self,
+        server: str,
+        token_file: Path,
+        ca_file: Path,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.server = server
+        self.token_file = Path(token_file)
+        self.ca_file = Path(ca_file)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token = self._read_token()
+        self._read_at = clock()
+        self.pool_manager = urllib3.PoolManager(
+            num_pools=1,
+            maxsize=POOL_SIZE,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=str(self.ca_file),
+            socket_options=_socket_options(),
+        )
+
+    @classmethod
+    def from_environment(
+        cls, environ: Mapping[str, str] = os.environ, directory: Path | None = None
+    ) -> ServiceAccount:
+        """The pod's own (`directory`: where the kubelet mounts it, by default); a ConfigError (one line)
+        outside a pod or with a file missing or empty."""
+        directory = SERVICE_ACCOUNT_DIR if directory is None else directory
+        host, port = environ.get(HOST_ENV), environ.get(PORT_ENV)
+        if host is None or port is None:
+            raise ConfigError(f"in-cluster service account: {HOST_ENV} and {PORT_ENV} are not set")
+        if not host or not port:
+            raise ConfigError(f"in-cluster service account: {HOST_ENV} or {PORT_ENV} is empty")
+        ca_file = directory / "ca.crt"
+        try:
+            if not ca_file.read_bytes().strip():
+                raise ConfigError(f"in-cluster service account: {ca_file} is empty")
+        except OSError as err:
+            raise ConfigError(f"in-cluster service account: {ca_file}: {err.strerror or err}") from None
+        return cls(f"https://{_host_port(host, port)}", directory / "token", ca_file)
+
+    def _read_token(self) -> str:
+        try:
+            token = self.token_file.read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise ConfigError(
+                f"in-cluster service account: {self.token_file}: {err.strerror or err}"
+            ) from None
+        if not token:
+            raise ConfigError(f"in-cluster service account: {self.token_file} is empty")
+        return token
+
+    def token(self) -> str:
+        """The current token: read again once a minute has passed; the last one read while the file is
+        briefly missing or empty (the kubelet swaps it in with a rename)."""
+        with self._lock:
+            now = self._clock()
+            if now - self._read_at >= TOKEN_REREAD_SECONDS:
+                try:
+                    self._token = self._read_token()
+                except ConfigError:
+                    pass  # keep the last good one; the next request tries the file again
+                else:
+                    self._read_at = now
+            return self._token
+
+    def target(self, path: str, query: Mapping[str, str] | None, headers: dict[str, str]) -> str:
+        """The URL of `path?query`; `headers` gain the credentials and the user agent."""
+        headers["Authorization"] = f"Bearer {self.token()}"
+        headers["User-Agent"] = USER_AGENT
+        return f"{self.server}{path}?{urlencode(query)}" if query else f"{self.server}{path}"
+
+    def close(self) -> None:
+        self.pool_manager.clear()
+
+    def __enter__(self) -> ServiceAccount:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
