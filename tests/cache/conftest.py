@@ -1,13 +1,18 @@
-"""Fixtures: a test API server per test, and cluster class and Namespace stores tuned for fast recovery."""
+"""Fixtures: a test API server per test, cluster class and Namespace stores tuned for fast recovery, and a
+ready webhook reading from a test API server."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
+from testkit.server import WebhookServer, webhook_server
+from testkit.wait import wait_for
 from webhook.kube.class_store import ClusterClassStore
 from webhook.kube.namespace_store import ClusterNamespaceStore
 
@@ -45,6 +50,19 @@ def class_store(api: KubeAPIServer) -> Iterator[Callable[..., ClusterClassStore]
 @pytest.fixture
 def namespace_store(api: KubeAPIServer) -> Iterator[Callable[..., ClusterNamespaceStore]]:
     yield from _started(api, ClusterNamespaceStore)
+
+
+@contextlib.contextmanager
+def ready_webhook(api: KubeAPIServer, tmp_path: Path) -> Iterator[WebhookServer]:
+    """`serve --kubeconfig` on `api` (a single worker), once its /readyz answers 200."""
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
+        wait_for(
+            lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
+            timeout=20,
+            what="/readyz 200",
+        )
+        yield server
 
 
 def pc(name: str, value: int, **fields: Any) -> dict[str, Any]:
