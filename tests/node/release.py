@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -226,19 +225,6 @@ class Release:
             if self.node.kubectl("get", kind, self.fullname, check=False).returncode == 0:
                 left.append(f"{kind}/{self.fullname}")
         return sorted(set(left))
-
-
-def namespace(node: Node, prefix: str) -> str:
-    """A new namespace of the test's, once its `default` ServiceAccount exists (pods need it)."""
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    node.kubectl("create", "namespace", name)
-    wait_for(
-        lambda: node.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        timeout=60,
-        interval=0.2,
-        what=f"the default ServiceAccount in {name}",
-    )
-    return name
 
 
 def pod(name: str, ns: str, image: str, **spec: Any) -> dict[str, Any]:

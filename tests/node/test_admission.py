@@ -20,7 +20,7 @@ import pytest
 from testkit.cluster_webhook import priority_class
 from testkit.node import Node
 from testkit.wait import wait_for
-from tests.node.release import Release, namespace, pod
+from tests.node.release import Release, pod
 
 CLASS = "node-e2e-high"
 VALUE = 100000
@@ -39,7 +39,7 @@ def release(real_node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = namespace(real_node, "adm")
+    name = real_node.plane.new_namespace("adm")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

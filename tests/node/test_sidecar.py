@@ -31,7 +31,7 @@ from testkit.cluster_webhook import priority_class
 from testkit.node import Node
 from testkit.server import REPO
 from testkit.wait import wait_for
-from tests.node.release import SIDECAR, Release, namespace, node_values, pod
+from tests.node.release import SIDECAR, Release, node_values, pod
 
 CRITICAL = 1000000
 CLASSES = {"node-sc-critical": CRITICAL, "node-sc-mid": 1000, "node-sc-low": 10}
@@ -65,7 +65,7 @@ def release(node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = namespace(real_node, "sc")
+    name = real_node.plane.new_namespace("sc")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
