@@ -15,7 +15,6 @@ terminate (the tests wait for them), and `timeout` must exceed the install gate'
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -194,16 +193,13 @@ class Release:
         wait_for(ready, timeout=timeout, interval=0.5, what=f"{self.fullname} Ready")
 
     def get(self, kind: str, name: str) -> dict[str, Any]:
-        return dict(
-            json.loads(self.node.kubectl("get", kind, name, "-n", self.namespace, "-o", "json").stdout)
-        )
+        return dict(self.node.plane.get_json(kind, name, "-n", self.namespace))
 
     def pods(self, component: str | None = None) -> list[dict[str, Any]]:
         selector = f"app.kubernetes.io/instance={self.name}"
         if component:
             selector += f",app.kubernetes.io/component={component}"
-        found = self.node.kubectl("get", "pods", "-n", self.namespace, "-l", selector, "-o", "json").stdout
-        return list(json.loads(found)["items"])
+        return list(self.node.plane.get_json("pods", "-n", self.namespace, "-l", selector)["items"])
 
     def hook_job_logs(self) -> str:
         """The logs of the release's hook Jobs (Helm's error names a failed Job only)."""

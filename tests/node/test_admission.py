@@ -106,8 +106,7 @@ def test_real_creations_store_the_class_priority_and_policy(
         assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == expected, name
     wait_for(
         lambda: all(
-            p["status"].get("phase") == "Running"
-            for p in json.loads(real_node.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+            p["status"].get("phase") == "Running" for p in real_node.plane.get_json("pods", "-n", ns)["items"]
         ),
         timeout=120,
         interval=0.5,
