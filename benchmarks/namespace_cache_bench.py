@@ -33,6 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cache_bench import percentiles, until  # the script's own directory is on sys.path
+
 from testkit.kubeapi import KubeAPIServer
 from testkit.reviews import pod, review
 from testkit.server import webhook_server
@@ -44,7 +46,6 @@ from webhook.policy.namespace_access import ALLOWED_NAMESPACES
 from webhook.policy.pod_rules import PodOptions
 from webhook.review import Stage, handle_review
 
-DEADLINE = 5.0
 TEAMS = 40
 
 
@@ -87,15 +88,6 @@ def namespace(i: int) -> dict[str, Any]:
     }
 
 
-def percentiles(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return (
-        f"p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-        f"max {ordered[-1] * 1000:.1f} ms (n={len(ordered)})"
-    )
-
-
 def held(store: Any, reflector: Reflector) -> int:
     """Bytes `store` holds once `reflector` (built, with its client, before tracing starts) has listed."""
     gc.collect()
@@ -122,13 +114,6 @@ def memory(api: KubeAPIServer, count: int) -> None:
         f"(baseline) {whole_bytes * per / 1024:.0f} KiB; ratio {ours_bytes / whole_bytes:.3f}x "
         f"({count} namespaces, 4 labels each)"
     )
-
-
-def until(condition: Any, start: float) -> float:
-    while not condition():
-        if time.perf_counter() - start > DEADLINE:
-            raise SystemExit(f"a change was not seen within {DEADLINE}s")
-    return time.perf_counter() - start
 
 
 def latency(api: KubeAPIServer, changes: int) -> None:

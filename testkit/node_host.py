@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testkit.node_parts import nf_tables
+
 OUR_CHAIN_PREFIX = "PW-NODE-"
 NODE_CHAIN_PREFIXES = ("KUBE-", "CNI-", OUR_CHAIN_PREFIX)
 FAMILIES = {"iptables": "ip", "ip6tables": "ip6"}  # command -> nft family
@@ -172,7 +174,7 @@ class IptablesSnapshot:
 
     def restore(self) -> None:
         """Undo what the node added (see the module's docstring); raises if a family then differs."""
-        nft = shutil.which("nft") is not None and _nf_tables()
+        nft = shutil.which("nft") is not None and nf_tables()
         for command, text in self.saved.items():
             before = parse_save(text)
             now = parse_save(save(command))
@@ -199,10 +201,6 @@ class IptablesSnapshot:
 
 def save(command: str) -> str:
     return run(f"{command}-save").stdout
-
-
-def _nf_tables() -> bool:
-    return "nf_tables" in run("iptables", "--version", check=False).stdout
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from testkit.reviews import priority_class
 from webhook.policy.class_model import SYSTEM_CLASSES, ClassSet, PriorityClass
 from webhook.policy.decision import Decision
 from webhook.policy.namespace_access import ALLOWED_NAMESPACES, ENFORCEMENT
@@ -28,14 +29,7 @@ def klass(
         annotations[ALLOWED_NAMESPACES] = selector
     if enforcement is not None:
         annotations[ENFORCEMENT] = enforcement
-    obj: dict[str, Any] = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name, "annotations": annotations},
-        "value": value,
-        **kw,
-    }
-    return obj
+    return priority_class(name, value, metadata={"name": name, "annotations": annotations}, **kw)
 
 
 GOLD = klass("gold", 5000, "tier in (gold,silver)")

@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
 from testkit.wait import wait_for
-from tests.cache.conftest import FAST
 from webhook.kube.namespace_store import NAMESPACES_PATH, ClusterNamespaceStore
 
 pytestmark = pytest.mark.timeout(60)
 NAME_LABEL = "kubernetes.io/metadata.name"
-
-
-@pytest.fixture
-def namespace_store(api: KubeAPIServer) -> Iterator[Callable[..., ClusterNamespaceStore]]:
-    stores: list[ClusterNamespaceStore] = []
-
-    def make(**kwargs: Any) -> ClusterNamespaceStore:
-        store = ClusterNamespaceStore(api.api_client(), **{**FAST, **kwargs})
-        store.start()
-        stores.append(store)
-        return store
-
-    yield make
-    for store in stores:
-        store.stop()
 
 
 def namespace(name: str, **labels: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from testkit.kubeapi import KubeAPIServer
 from testkit.reviews import patch_ops, pod, review
 from testkit.server import WebhookServer, webhook_server
 from testkit.wait import wait_for
-from tests.cache.conftest import pc
+from tests.cache.conftest import pc, ready_webhook
 
 pytestmark = pytest.mark.timeout(120)
 PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -26,15 +26,8 @@ PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPIServer, WebhookServer]]:
     """One API server and one webhook (a single worker) for the module: starting them costs seconds."""
     tmp_path = tmp_path_factory.mktemp("cluster")
-    with KubeAPIServer(bookmark_interval=0.2) as api:
-        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
-            wait_for(
-                lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                timeout=20,
-                what="/readyz 200",
-            )
-            yield api, server
+    with KubeAPIServer(bookmark_interval=0.2) as api, ready_webhook(api, tmp_path) as server:
+        yield api, server
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from testkit.kubeapi import KubeAPIServer
 from testkit.reviews import PC_GVR, pod, priority_class, review
 from testkit.server import WebhookServer, webhook_server
 from testkit.wait import wait_for
+from tests.cache.conftest import ready_webhook
 from webhook.kube.namespace_store import NAMESPACES_PATH
 from webhook.policy.namespace_access import ALLOWED_NAMESPACES, ENFORCEMENT
 
@@ -74,13 +75,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPIS
         api.create("priorityclasses", gated("gold", 5000, "tier in (gold)"))
         api.create("priorityclasses", gated("watched", 4000, "tier=gold", "audit"))
         api.create("namespaces", namespace("team", tier="bronze"))
-        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
-            wait_for(
-                lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                timeout=20,
-                what="/readyz 200",
-            )
+        with ready_webhook(api, tmp_path) as server:
             yield api, server
 
 

@@ -47,18 +47,6 @@ def create_pod(cluster: ControlPlane, namespace: str, *flags: str) -> subprocess
     return cluster.kubectl("create", *flags, "-o", "json", "-f", "-", input=body, check=False)
 
 
-def new_namespace(cluster: ControlPlane, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", name)
-    wait_for(
-        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        timeout=60,
-        interval=0.2,
-        what=f"the default ServiceAccount in {name}",
-    )
-    return name
-
-
 @pytest.fixture
 def release(cluster: ControlPlane) -> Iterator[dict[str, str]]:
     """A release name and namespace of this test; everything it leaves behind is removed afterwards."""
@@ -122,7 +110,7 @@ def test_a_fresh_install_whose_webhook_never_starts_blocks_no_pod(
     )
 
     # So pod creation everywhere the webhook would serve goes on (for real, not a dry run).
-    served = new_namespace(cluster, "team")
+    served = cluster.new_namespace("team")
     created = create_pod(cluster, served)
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["spec"]["priority"] == 0, "the in-tree plugin still resolves priority"
@@ -144,7 +132,7 @@ def test_without_the_gate_the_same_install_refuses_pods_until_the_webhook_answer
         )
     configs = [o for o in rendered.installed() if o["kind"].lower() in CONFIG_KINDS]
     assert len(configs) == 2
-    served = new_namespace(cluster, "team")
+    served = cluster.new_namespace("team")
     try:
         cluster.apply(*configs)
         wait_for(

@@ -15,10 +15,8 @@ terminate (the tests wait for them), and `timeout` must exceed the install gate'
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -195,16 +193,13 @@ class Release:
         wait_for(ready, timeout=timeout, interval=0.5, what=f"{self.fullname} Ready")
 
     def get(self, kind: str, name: str) -> dict[str, Any]:
-        return dict(
-            json.loads(self.node.kubectl("get", kind, name, "-n", self.namespace, "-o", "json").stdout)
-        )
+        return dict(self.node.plane.get_json(kind, name, "-n", self.namespace))
 
     def pods(self, component: str | None = None) -> list[dict[str, Any]]:
         selector = f"app.kubernetes.io/instance={self.name}"
         if component:
             selector += f",app.kubernetes.io/component={component}"
-        found = self.node.kubectl("get", "pods", "-n", self.namespace, "-l", selector, "-o", "json").stdout
-        return list(json.loads(found)["items"])
+        return list(self.node.plane.get_json("pods", "-n", self.namespace, "-l", selector)["items"])
 
     def hook_job_logs(self) -> str:
         """The logs of the release's hook Jobs (Helm's error names a failed Job only)."""
@@ -226,19 +221,6 @@ class Release:
             if self.node.kubectl("get", kind, self.fullname, check=False).returncode == 0:
                 left.append(f"{kind}/{self.fullname}")
         return sorted(set(left))
-
-
-def namespace(node: Node, prefix: str) -> str:
-    """A new namespace of the test's, once its `default` ServiceAccount exists (pods need it)."""
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    node.kubectl("create", "namespace", name)
-    wait_for(
-        lambda: node.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        timeout=60,
-        interval=0.2,
-        what=f"the default ServiceAccount in {name}",
-    )
-    return name
 
 
 def pod(name: str, ns: str, image: str, **spec: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pytest
 from testkit.cluster_webhook import priority_class
 from testkit.node import Node
 from testkit.wait import wait_for
-from tests.node.release import Release, namespace, pod
+from tests.node.release import Release, pod
 
 CLASS = "node-e2e-high"
 VALUE = 100000
@@ -39,7 +39,7 @@ def release(real_node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = namespace(real_node, "adm")
+    name = real_node.plane.new_namespace("adm")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
@@ -106,8 +106,7 @@ def test_real_creations_store_the_class_priority_and_policy(
         assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == expected, name
     wait_for(
         lambda: all(
-            p["status"].get("phase") == "Running"
-            for p in json.loads(real_node.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+            p["status"].get("phase") == "Running" for p in real_node.plane.get_json("pods", "-n", ns)["items"]
         ),
         timeout=120,
         interval=0.5,

@@ -20,7 +20,7 @@ import pytest
 from testkit.cluster_webhook import priority_class
 from testkit.node import Node
 from testkit.wait import wait_for
-from tests.node.release import CreationLoop, Release, namespace, node_values, pod
+from tests.node.release import CreationLoop, Release, node_values, pod
 
 CLASS = "node-roll"
 VALUE = 4242
@@ -39,7 +39,7 @@ def release(node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = namespace(real_node, "roll")
+    name = real_node.plane.new_namespace("roll")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

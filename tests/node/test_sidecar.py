@@ -31,7 +31,7 @@ from testkit.cluster_webhook import priority_class
 from testkit.node import Node
 from testkit.server import REPO
 from testkit.wait import wait_for
-from tests.node.release import SIDECAR, Release, namespace, node_values, pod
+from tests.node.release import SIDECAR, Release, node_values, pod
 
 CRITICAL = 1000000
 CLASSES = {"node-sc-critical": CRITICAL, "node-sc-mid": 1000, "node-sc-low": 10}
@@ -65,7 +65,7 @@ def release(node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = namespace(real_node, "sc")
+    name = real_node.plane.new_namespace("sc")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
@@ -75,8 +75,7 @@ def millicores(quantity: str) -> int:
 
 
 def pods_on_node(node: Node) -> list[dict[str, Any]]:
-    listed = node.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node.name}", "-o", "json")
-    return list(json.loads(listed.stdout)["items"])
+    return list(node.plane.get_json("pods", "-A", "--field-selector", f"spec.nodeName={node.name}")["items"])
 
 
 def requested(p: dict[str, Any]) -> int:
@@ -142,8 +141,7 @@ def run_all(node: Node, ns: str, *bodies: dict[str, Any]) -> None:
 
 
 def of_app(node: Node, ns: str, app: str) -> list[dict[str, Any]]:
-    found = node.kubectl("get", "pods", "-n", ns, "-l", f"app={app}", "-o", "json").stdout
-    return list(json.loads(found)["items"])
+    return list(node.plane.get_json("pods", "-n", ns, "-l", f"app={app}")["items"])
 
 
 def gone_or_terminating(node: Node, ns: str, name: str) -> bool:
@@ -271,8 +269,7 @@ def test_the_chart_pods_are_never_the_kubelets_victims(real_node: Node, release:
     real_node.kubectl("create", "-f", "-", input=json.dumps(body))
 
     def decision() -> dict[str, Any] | None:
-        found = real_node.kubectl("get", "pod", "node-critical", "-n", ns, "-o", "json").stdout
-        critical: dict[str, Any] = json.loads(found)
+        critical: dict[str, Any] = real_node.plane.get_json("pod", "node-critical", "-n", ns)
         return critical if critical["status"].get("phase") in ("Failed", "Running") else None
 
     decided = wait_for(decision, timeout=WAIT, interval=0.2, what="the kubelet to decide on the critical pod")
@@ -308,9 +305,7 @@ def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: R
     try:
         wait_for(
             lambda: (
-                json.loads(
-                    real_node.kubectl("get", "pod", probe, "-n", release.namespace, "-o", "json").stdout
-                )["status"].get("phase")
+                real_node.plane.get_json("pod", probe, "-n", release.namespace)["status"].get("phase")
                 == "Running"
             ),
             timeout=WAIT,

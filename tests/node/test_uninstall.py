@@ -14,7 +14,7 @@ import helm_python as helm
 import pytest
 
 from testkit.node import Node
-from tests.node.release import CA_SECRET, Release, namespace, node_values, pod
+from tests.node.release import CA_SECRET, Release, node_values, pod
 
 DOCUMENTED = {f"secret/{CA_SECRET}"}
 GATE_SECONDS = 30
@@ -43,7 +43,7 @@ def release(real_node: Node) -> Iterator[Release]:
 
 def created(node: Node, prefix: str) -> None:
     """A pod is created for real in a new ordinary namespace: no webhook configuration is left in the way."""
-    ns = namespace(node, prefix)
+    ns = node.plane.new_namespace(prefix)
     body = pod("after", ns, node.project_image)
     done = node.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
     node.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -15,19 +15,10 @@ from testkit import node_parts
 from testkit.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV
 from testkit.node_parts import KUBE_PROXY_ENV, KUBELET_ENV, NodeUnavailable, kubernetes_binaries
 from testkit.server import REPO
+from tests.test_envtest_discovery import ARCH, folder
 
-ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 PLANE = ("etcd", "kube-apiserver", "kubectl", "kube-controller-manager", "kube-scheduler")
 NODE = ("kubelet", "kube-proxy")
-
-
-def folder(root: Path, name: str, binaries: tuple[str, ...]) -> Path:
-    path = root / name
-    path.mkdir(parents=True)
-    for binary in binaries:
-        (path / binary).write_text("")
-        (path / binary).chmod(0o755)
-    return path
 
 
 @pytest.fixture

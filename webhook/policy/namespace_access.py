@@ -99,7 +99,6 @@ def read_rule(annotations: Mapping[str, Any]) -> NamespaceRule | None:
 class Refusal:
     """Why a namespace may not use a class: the one-line reason, and whether the class only audits."""
 
-    class_name: str
     reason: str
     audit: bool
 
@@ -113,20 +112,19 @@ def check_namespace(
         return None
     where = f"PriorityClass {class_name} may not be used in namespace {namespace}"
     if rule.selector is None:
-        return Refusal(class_name, f"{where}: its annotations cannot be read ({rule.problem})", rule.audit)
+        return Refusal(f"{where}: its annotations cannot be read ({rule.problem})", rule.audit)
     if not rule.selector.requirements:
         return None  # the empty selector matches every namespace: no lookup needed
     labels = namespaces.labels_of(namespace)
     selector = f"{ALLOWED_NAMESPACES}: {_quoted(rule.text)}"
     if labels is None:
         return Refusal(
-            class_name,
             f"{where}: the namespace's labels are unknown, so they cannot be checked against {selector}",
             rule.audit,
         )
     if rule.selector.matches(labels):
         return None
-    return Refusal(class_name, f"{where}: its labels do not match {selector}", rule.audit)
+    return Refusal(f"{where}: its labels do not match {selector}", rule.audit)
 
 
 def access_decision(

@@ -15,7 +15,7 @@ import jsonpatch
 import orjson
 
 from webhook.policy.class_model import ClassSet
-from webhook.policy.decision import ALLOW, Decision, Request
+from webhook.policy.decision import ALLOW, Decision, Request, combine
 from webhook.policy.eviction_rules import PodNodes, node_claim
 from webhook.policy.namespace_access import NO_NAMESPACES, NamespaceLabels
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
@@ -101,13 +101,7 @@ def decide_request(
         validated = decide_request(
             replace(request, object=obj), Stage.VALIDATE, classes, options, pods, namespaces
         )
-        if not validated.allowed:
-            return validated
-        return replace(
-            mutated,
-            warnings=mutated.warnings + validated.warnings,
-            rule_class=mutated.rule_class or validated.rule_class,
-        )
+        return combine(mutated, validated)
     route = route_of(request.resource, request.sub_resource)
     rule = None if route is None else route.mutate if stage is Stage.MUTATE else route.validate
     return ALLOW if rule is None else rule(request, Context(classes, options, pods, namespaces))

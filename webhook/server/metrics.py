@@ -78,7 +78,6 @@ NAMESPACE_RULE = Counter(
     "audit). Counted once per object: pods at /validate, PodGroups at /mutate, workloads at /validate.",
     ["priority_class", "result"],
 )
-NAMESPACE_RULE_RESULTS = ("denied", "warned")
 CERTIFICATE_NOT_AFTER = Gauge(
     "priority_webhook_serving_certificate_not_after_timestamp_seconds",
     "Unix time at which the serving certificate in use expires (earliest over live workers), by file. "
