@@ -14,8 +14,8 @@
 # environment: no compiler, no build tools, no source tree, no build cache, no secrets.
 #
 # Reproducible: two builds of one commit on one base give the same image ID. `scripts/image` passes the
-# commit's time as SOURCE_DATE_EPOCH (a build argument, so every step's cache key changes with it) and as
-# `--timestamp`, which sets the image's and its history's dates and every file's time in the new layers.
+# commit's time as SOURCE_DATE_EPOCH (a build argument) and as `--timestamp`, which sets the image's and its
+# history's dates and every file's time in the new layers.
 # pip compiles nothing (its bytecode would record the install time); compileall writes unchecked-hash
 # bytecode, which records no time and is never compared with its source (the image does not change). The
 # project's wheel is built with SOURCE_DATE_EPOCH from files made world-readable and owner-writable (the
@@ -36,7 +36,6 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
-ARG SOURCE_DATE_EPOCH
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_CONFIG_FILE=/run/secrets/pip.conf \
@@ -61,6 +60,10 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=ca.crt \
 COPY pyproject.toml README.md LICENSE ./
 COPY webhook ./webhook
 COPY scripts/sbom.py ./scripts/
+# From here on the commit's time is in the build (the wheel's and the SBOM's dates), and so in the cache
+# keys: a new commit rebuilds what follows. The dependencies above carry no date (their bytecode records
+# none, and the runtime stage's copy of them is dated by --timestamp), so their layer stays cached.
+ARG SOURCE_DATE_EPOCH
 RUN chmod -R u+rwX,go+rX-w . \
  && /opt/build/bin/python -m pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels . \
  && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-compile --no-deps --no-index /wheels/priority_webhook-*.whl \
@@ -74,7 +77,6 @@ RUN chmod -R u+rwX,go+rX-w . \
 # removing it in a later layer would only hide its files (the image would not shrink), and the runtime user
 # can write nowhere it could install to (the root filesystem is read-only, the environment root-owned).
 FROM ${PYTHON_IMAGE} AS runtime
-ARG SOURCE_DATE_EPOCH
 COPY --from=builder /opt/priority-webhook /opt/priority-webhook
 ENV PATH=/opt/priority-webhook/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
