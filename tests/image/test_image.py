@@ -128,6 +128,11 @@ def test_the_image_runs_as_the_chart_expects(image: str, chart_objects: Rendered
     if revision.returncode == 0:
         assert labels["org.opencontainers.image.revision"].startswith(revision.stdout.strip())
     assert labels["org.opencontainers.image.source"].startswith("https://")
+    # The base it was built on, by name and digest: what to build on to reproduce it.
+    base = inspect(labels["org.opencontainers.image.base.name"])
+    assert base["Digest"] == labels["org.opencontainers.image.base.digest"]
+    layers = inspect(image)["RootFS"]["Layers"]
+    assert layers[: len(base["RootFS"]["Layers"])] == base["RootFS"]["Layers"]
     assert not [e for e in config.get("Env", []) if e.startswith("PIP_")], (
         "the builder's pip settings stay there"
     )
