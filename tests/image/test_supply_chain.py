@@ -174,6 +174,8 @@ def test_both_architectures_in_one_manifest_list(
             assert inspect(together.image_id(arch))["Digest"] == platforms[arch], arch
     finally:
         podman("manifest", "rm", together.reference, check=False)
+        for arch in (HOST_ARCH, EMULATED_ARCH):
+            podman("untag", together.image_id(arch), f"{together.reference}-{arch}", check=False)
 
 
 def _utc(stamp: str) -> str:
