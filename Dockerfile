@@ -66,7 +66,7 @@ COPY scripts/sbom.py ./scripts/
 ARG SOURCE_DATE_EPOCH
 RUN chmod -R u+rwX,go+rX-w . \
  && /opt/build/bin/python -m pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels . \
- && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-compile --no-deps --no-index /wheels/priority_webhook-*.whl \
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-deps --no-index /wheels/priority_webhook-*.whl --no-compile \
  && /opt/priority-webhook/bin/python -m compileall -q --invalidation-mode unchecked-hash \
       "$(/opt/priority-webhook/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("webhook").origin))')" \
  && cp LICENSE /opt/priority-webhook/LICENSE \
