@@ -12,7 +12,21 @@
 # with those pinned build tools and without the network) and installs it without dependencies. Two builds
 # of one commit install the same packages, build tools included. The runtime stage copies only that
 # environment: no compiler, no build tools, no source tree, no build cache, no secrets.
-# Pin the base by digest for reproducible builds: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+#
+# Reproducible: two builds of one commit on one base give the same image ID. `scripts/image` passes the
+# commit's time as SOURCE_DATE_EPOCH (a build argument) and as `--timestamp`, which sets the image's and its
+# history's dates and every file's time in the new layers.
+# pip compiles nothing (its bytecode would record the install time); compileall writes unchecked-hash
+# bytecode, which records no time and is never compared with its source (the image does not change). The
+# project's wheel is built with SOURCE_DATE_EPOCH from files made world-readable and owner-writable (the
+# checkout's own modes depend on its umask). Pin the base by digest:
+#   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+#
+# The SBOM: the builder writes a CycloneDX SBOM of what the runtime stage holds (every Python distribution
+# of the environment and of the base's interpreter, every Debian package of the base, with licences) to
+# /opt/priority-webhook/sbom.cdx.json, with the CycloneDX project's own tools (scripts/sbom.py). The build
+# stage has the same base as the runtime stage and installs nothing into it, so the base it reads is the
+# runtime's.
 #
 # Build-time configuration of pip (an index, a proxy's CA) comes as build secrets, which are mounted for one
 # RUN and never stored in a layer: `--secret id=pip.conf,src=FILE` (a pip configuration file) and
@@ -35,17 +49,29 @@ COPY setup.cfg constraints.txt ./
 RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=ca.crt \
     python -m venv /opt/build \
  && /opt/build/bin/python -m pip install --only-binary=:all: -c constraints.txt pip setuptools wheel \
+      cyclonedx-bom python-debian \
  && /opt/build/bin/python -c "import configparser; c = configparser.ConfigParser(); c.read('setup.cfg'); print(c['options']['install_requires'])" > requirements.txt \
  && python -m venv --without-pip /opt/priority-webhook \
- && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --only-binary=:all: -c constraints.txt -r requirements.txt \
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-compile --only-binary=:all: -c constraints.txt -r requirements.txt \
  && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python uninstall --yes \
       aiohttp aiohttp-retry aiohappyeyeballs aiosignal attrs frozenlist multidict propcache yarl \
- && rm -r "$(/opt/priority-webhook/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("kubernetes").origin))')/aio"
+ && rm -r "$(/opt/priority-webhook/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("kubernetes").origin))')/aio" \
+ && /opt/priority-webhook/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/priority-webhook/lib
 COPY pyproject.toml README.md LICENSE ./
 COPY webhook ./webhook
-RUN /opt/build/bin/python -m pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels . \
- && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-deps --no-index /wheels/priority_webhook-*.whl \
- && cp LICENSE /opt/priority-webhook/LICENSE
+COPY scripts/sbom.py ./scripts/
+# From here on the commit's time is in the build (the wheel's and the SBOM's dates), and so in the cache
+# keys: a new commit rebuilds what follows. The dependencies above carry no date (their bytecode records
+# none, and the runtime stage's copy of them is dated by --timestamp), so their layer stays cached.
+ARG SOURCE_DATE_EPOCH
+RUN chmod -R u+rwX,go+rX-w . \
+ && /opt/build/bin/python -m pip wheel --no-deps --no-build-isolation --no-index --wheel-dir /wheels . \
+ && /opt/build/bin/python -m pip --python /opt/priority-webhook/bin/python install --no-deps --no-index /wheels/priority_webhook-*.whl --no-compile \
+ && /opt/priority-webhook/bin/python -m compileall -q --invalidation-mode unchecked-hash \
+      "$(/opt/priority-webhook/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("webhook").origin))')" \
+ && cp LICENSE /opt/priority-webhook/LICENSE \
+ && /opt/build/bin/python scripts/sbom.py contents --environment /opt/priority-webhook \
+      --tools /opt/build/bin --output /opt/priority-webhook/sbom.cdx.json
 
 # The runtime stage adds the environment to the base and changes nothing else. The base's own pip stays:
 # removing it in a later layer would only hide its files (the image would not shrink), and the runtime user

@@ -53,6 +53,7 @@ BUILD_INPUTS = (
     "constraints.txt",
     "webhook",
     "scripts/image",
+    "scripts/sbom.py",
 )
 
 
@@ -108,7 +109,8 @@ def builds() -> None:
                 shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy2(source, target)
-        env = {**os.environ, "IMAGE": "localhost/priority-webhook-bench"}
+        # One date for both builds, as for edits within one commit (the copy has no git to take it from).
+        env = {**os.environ, "IMAGE": "localhost/priority-webhook-bench", "SOURCE_DATE_EPOCH": "1700000000"}
 
         def timed(**extra: str) -> float:
             start = time.perf_counter()

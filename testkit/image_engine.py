@@ -1,6 +1,7 @@
 """The image under test: built by `scripts/image`, run by podman with the settings the chart renders.
 
-`build()` runs the project's own build command and returns the image reference it prints last.
+`build()` runs the project's own build command and returns the image reference it prints last, with the
+folder it wrote the SBOMs to.
 `run_args()` turns a rendered pod spec and one of its containers into `podman run` options, the way the
 kubelet would run it: user and groups, read-only root (and nothing else writable: podman's own tmpfs on
 /tmp, /run and /var/tmp are turned off), capabilities, no-new-privileges, the memory limit, env (with
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -19,41 +21,75 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}[platform.machine()]
+# The other architecture scripts/image builds, run here under emulation.
+EMULATED_ARCH = {"amd64": "arm64", "arm64": "amd64"}[HOST_ARCH]
 
 
 class EngineUnavailable(RuntimeError):
     """No container engine here, and none could be installed: the image cannot be built or run."""
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+@dataclass(frozen=True)
+class Built:
+    """One run of `scripts/image`: the reference it printed last, and where it wrote its SBOMs."""
+
+    reference: str
+    out_dir: Path
+
+    def sbom_path(self, arch: str) -> Path:
+        version = self.reference.rpartition(":")[2].removesuffix(f"-{arch}")
+        return self.out_dir / f"priority-webhook-{version}-{arch}.cdx.json"
+
+    def image_id(self, arch: str) -> str:
+        """The ID of the image this run built for `arch`, as its SBOM records it (the tag may have moved
+        since: another checkout's build)."""
+        component = json.loads(self.sbom_path(arch).read_text())["metadata"]["component"]
+        (found,) = [p["value"] for p in component["properties"] if p["name"] == "priority-webhook:image-id"]
+        return str(found)
 
 
-def build(timeout: float = 1800.0) -> str:
-    """Build with `scripts/image` and return the reference it prints last; its output goes to a log in
-    the failure message. EngineUnavailable when there is no podman and it cannot be installed here."""
+class ArchImage(NamedTuple):
+    """One architecture's image of a build, by ID."""
+
+    arch: str
+    id: str
+    built: Built
+
+    @property
+    def emulated(self) -> bool:
+        return self.arch != HOST_ARCH
+
+
+def build(*args: str, out_dir: Path, env: Mapping[str, str] = {}, timeout: float = 1800.0) -> Built:
+    """Build with `scripts/image ARGS` (its SBOMs into `out_dir`) and return what it printed last; its
+    output goes to the failure message. EngineUnavailable when there is no podman and it cannot be
+    installed here."""
     can_install = os.geteuid() == 0 and shutil.which("apt-get") is not None
     if shutil.which("podman") is None and not can_install:
         raise EngineUnavailable("podman is not installed, and only root with apt-get can install it")
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "image")],
+        ["bash", str(ROOT / "scripts" / "image"), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=ROOT,
         check=False,
+        env={**os.environ, "OUT_DIR": str(out_dir), **env},
     )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         if shutil.which("podman") is None:
             last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise EngineUnavailable(f"podman could not be installed: {last}")
-        raise AssertionError(f"scripts/image failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return lines[-1]
+        raise AssertionError(
+            f"scripts/image {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-4000:]}"
+        )
+    return Built(lines[-1], out_dir)
 
 
 def podman(*args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:

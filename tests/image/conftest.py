@@ -1,7 +1,9 @@
-"""The image, built once per session by `scripts/image`, and the chart's workloads rendered to run it with.
+"""The image, built once per session by `scripts/image` without the layer cache (as on a fresh machine: the
+reproducible-build test builds once more and compares), its arm64 twin, and the chart's workloads rendered
+to run them with.
 
-Without a container engine (no podman, and no way to install one) the image tests are skipped with one
-line on a workstation, and fail under `CI=true`: in CI the image must be built and run.
+Where podman is missing the build installs it (as root, from Debian's packages), and so for the arm64
+emulation; without a way to install them the image tests fail: they never skip for a missing tool.
 """
 
 from __future__ import annotations
@@ -13,25 +15,47 @@ import helm_python as helm
 import pytest
 
 from testkit.chart_rendering import CHART, Rendered, render
-from testkit.image_engine import EngineUnavailable, build, in_ci, inspect
+from testkit.image_engine import EMULATED_ARCH, HOST_ARCH, ArchImage, Built, EngineUnavailable, build
 from testkit.server import free_port
 
 
-@pytest.fixture(scope="session")
-def image_tag() -> str:
-    """The reference `scripts/image` printed (the chart's repository and tag)."""
+def _build(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Built:
     try:
-        return build()
+        return build(*args, out_dir=tmp_path_factory.mktemp("image"))
     except EngineUnavailable as err:
-        if in_ci():
-            pytest.fail(f"the image must be built and run in CI: {err}", pytrace=False)
-        pytest.skip(f"image tests need a container engine: {err}")
+        pytest.fail(f"the image tests need podman: {err}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def image(image_tag: str) -> str:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The host architecture's image, every step built again."""
+    return _build(tmp_path_factory, "--no-cache")
+
+
+@pytest.fixture(scope="session")
+def built_emulated(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The other architecture's image (arm64 on an amd64 host), built and run under emulation."""
+    return _build(tmp_path_factory, "--arch", EMULATED_ARCH)
+
+
+@pytest.fixture(scope="session")
+def image_tag(built: Built) -> str:
+    """The reference `scripts/image` printed (the chart's repository and tag)."""
+    return built.reference
+
+
+@pytest.fixture(scope="session")
+def image(built: Built) -> str:
     """The image this session built, by its ID: a build in another checkout may move the tag meanwhile."""
-    return inspect(image_tag)["Id"]
+    return built.image_id(HOST_ARCH)
+
+
+@pytest.fixture(scope="session", params=[HOST_ARCH, EMULATED_ARCH])
+def any_image(request: pytest.FixtureRequest) -> ArchImage:
+    """Each image: the host architecture's, and the other one (arm64 on amd64) run under emulation."""
+    arch: str = request.param
+    found: Built = request.getfixturevalue("built" if arch == HOST_ARCH else "built_emulated")
+    return ArchImage(arch, found.image_id(arch), found)
 
 
 @pytest.fixture(scope="session")

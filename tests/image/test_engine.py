@@ -75,7 +75,7 @@ def test_settings_it_cannot_translate_are_refused(tmp_path: Path) -> None:
         )
 
 
-def test_no_engine_and_no_way_to_install_one_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_engine_and_no_way_to_install_one_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(engine.shutil, "which", lambda name: None)
     with pytest.raises(EngineUnavailable, match="podman is not installed"):
-        engine.build()
+        engine.build(out_dir=tmp_path)

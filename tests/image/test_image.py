@@ -19,7 +19,7 @@ import requests
 import urllib3
 
 from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
-from testkit.image_engine import Container, Pod, inspect, podman, run_args, service_account
+from testkit.image_engine import ArchImage, Container, Pod, inspect, podman, run_args, service_account
 from testkit.kubeapi import KubeAPIServer, ResourceType
 from testkit.kubeapi.eviction import install as install_evictions
 from testkit.reviews import PC_GVR, patch_ops, pod, priority_class, review
@@ -104,14 +104,15 @@ def name(kind: str) -> str:
     return f"pw-image-test-{kind}-{secrets.token_hex(4)}"
 
 
-def test_version_is_the_packages(image: str, image_tag: str, chart_objects: Rendered, tmp_path: Path) -> None:
+def test_version_is_the_packages(any_image: ArchImage, chart_objects: Rendered, tmp_path: Path) -> None:
     spec, container = workload(chart_objects, "Deployment")
     options, _ = run_args(spec, container, Pod(NODE, None, tmp_path))
-    done = podman("run", "--rm", *options, image, "--version")
+    assert inspect(any_image.id)["Architecture"] == any_image.arch
+    done = podman("run", "--rm", *options, any_image.id, "--version", timeout=300)
     assert done.stdout.strip() == package_version()
-    assert image_tag.endswith(":" + package_version().split()[-1]), (
-        "tagged with the version, as the chart expects"
-    )
+    tag = any_image.built.reference.rpartition(":")[2]
+    want = package_version().split()[-1] + (f"-{any_image.arch}" if any_image.emulated else "")
+    assert tag == want, "the host's image tagged with the version, as the chart expects; another -ARCH"
 
 
 def test_the_image_runs_as_the_chart_expects(image: str, chart_objects: Rendered) -> None:
@@ -127,6 +128,11 @@ def test_the_image_runs_as_the_chart_expects(image: str, chart_objects: Rendered
     if revision.returncode == 0:
         assert labels["org.opencontainers.image.revision"].startswith(revision.stdout.strip())
     assert labels["org.opencontainers.image.source"].startswith("https://")
+    # The base it was built on, by name and digest: what to build on to reproduce it.
+    base = inspect(labels["org.opencontainers.image.base.name"])
+    assert base["Digest"] == labels["org.opencontainers.image.base.digest"]
+    layers = inspect(image)["RootFS"]["Layers"]
+    assert layers[: len(base["RootFS"]["Layers"])] == base["RootFS"]["Layers"]
     assert not [e for e in config.get("Env", []) if e.startswith("PIP_")], (
         "the builder's pip settings stay there"
     )
@@ -216,7 +222,7 @@ def verified_session(ca: Path, server_name: str) -> urllib3.PoolManager:
 
 
 def test_serve_as_the_deployment_runs_it(
-    image: str,
+    any_image: ArchImage,
     chart_objects: Rendered,
     api: KubeAPIServer,
     pod_for: Pod,
@@ -227,7 +233,10 @@ def test_serve_as_the_deployment_runs_it(
     """The webhook container with the Deployment's settings, in the chart's default certificate mode: it
     makes its CA in a Secret, issues its serving certificate into its memory volume, publishes the caBundle
     in the webhook configurations, and serves /healthz, /readyz, /metrics, /mutate and /validate over TLS
-    verified with that CA; SIGTERM drains it and it exits within the grace period."""
+    verified with that CA; SIGTERM drains it and it exits within the grace period. The arm64 image too, under
+    emulation (several times slower: the waits are longer)."""
+    image = any_image.id
+    slow = 5 if any_image.emulated else 1
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         plural = kind.lower() + "s"
         api.create(plural, chart_objects.one(kind))
@@ -241,7 +250,7 @@ def test_serve_as_the_deployment_runs_it(
         secret = api.get("secrets", f"{FULLNAME}-webhook-ca", NAMESPACE)
         return base64.b64decode(secret["data"]["ca-bundle.crt"]) if secret else None
 
-    bundle = wait_for(ca_bundle, timeout=60, interval=0.2, what="the CA Secret")
+    bundle = wait_for(ca_bundle, timeout=60 * slow, interval=0.2, what="the CA Secret")
     (tmp_path / "ca.crt").write_bytes(bundle)
     http = verified_session(tmp_path / "ca.crt", f"{FULLNAME}.{NAMESPACE}.svc")
     base = f"https://127.0.0.1:{ports['webhook']}"
@@ -249,13 +258,13 @@ def test_serve_as_the_deployment_runs_it(
     def status(path: str) -> int:
         assert box.running(), box.logs()[-3000:]
         try:
-            return http.request("GET", base + path, timeout=2).status
+            return http.request("GET", base + path, timeout=2 * slow).status
         except urllib3.exceptions.HTTPError:
             return 0
 
-    wait_for(lambda: status("/readyz") == 200, timeout=60, interval=0.2, what="/readyz 200")
+    wait_for(lambda: status("/readyz") == 200, timeout=60 * slow, interval=0.2, what="/readyz 200")
     assert status("/healthz") == 200
-    metrics = http.request("GET", base + "/metrics", timeout=5)
+    metrics = http.request("GET", base + "/metrics", timeout=5 * slow)
     assert metrics.status == 200 and b"# TYPE" in metrics.data
     for config in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         published = api.get(config, FULLNAME)
@@ -268,7 +277,7 @@ def test_serve_as_the_deployment_runs_it(
             "POST",
             base + path,
             body=json.dumps(body).encode(),
-            timeout=10,
+            timeout=10 * slow,
             headers={"Content-Type": "application/json"},
         )
         assert answer.status == 200, answer.data
