@@ -138,22 +138,26 @@ def unavailable() -> str | None:
 
 def install_missing() -> list[str]:
     """Install the missing Debian packages (root, apt-get); returns what was installed. Call it only once
-    `unavailable()` said None: the node will run."""
-    packages = missing_packages()
-    if not packages:
-        return []
+    `unavailable()` said None (the node will run), or for the harness's own tests. Installing one package
+    can show that another is wanted (nft once iptables is there and uses nf_tables): up to two rounds."""
+    installed: list[str] = []
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for args in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-    ):
-        done = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=900)
-        if done.returncode != 0:
-            raise NodeUnavailable(f"{' '.join(args[:2])} failed: {done.stderr.strip()[-2000:]}")
+    for _ in range(2):
+        packages = [package for package in missing_packages() if package not in installed]
+        if not packages:
+            break
+        for args in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        ):
+            done = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=900)
+            if done.returncode != 0:
+                raise NodeUnavailable(f"{' '.join(args[:2])} failed: {done.stderr.strip()[-2000:]}")
+        installed += packages
     still = missing_packages()
     if still:
         raise NodeUnavailable(f"still missing after apt-get install: {', '.join(still)}")
-    return packages
+    return installed
 
 
 def version_of(binary: Path | str, *args: str) -> str:

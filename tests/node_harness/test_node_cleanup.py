@@ -29,7 +29,7 @@ from testkit.wait import wait_for
 
 pytestmark = pytest.mark.skipif(
     bool(host_problem() or missing_packages()),
-    reason=f"needs {host_problem() or 'the Debian packages ' + ', '.join(missing_packages())} (not installed by tests)",
+    reason=f"needs {host_problem() or 'the Debian packages ' + ', '.join(missing_packages())} (apt-get could not install them)",
 )
 BINARIES = ("kube-apiserver", "kubectl", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 NETAVARK = "NETAVARK"  # a concurrent podman build's rules on a shared machine: not the node's

@@ -164,7 +164,7 @@ if not all(os.access(CNI_BIN_DIR / plugin, os.X_OK) for plugin in ("bridge", "ho
     missing.append(f"the CNI plugins in {CNI_BIN_DIR}")
 real = pytest.mark.skipif(
     os.geteuid() != 0 or bool(missing),
-    reason=f"needs root and {', '.join(missing) or 'nothing else'} (the node suite installs them)",
+    reason=f"needs root and {', '.join(missing) or 'nothing else'} (tests/node_harness/conftest.py installs them as root with apt-get)",
 )
 # Rules a concurrent podman build adds and removes on a shared machine: not the node's, not compared.
 OTHERS = "NETAVARK"

@@ -29,7 +29,7 @@ NEEDED = ("containerd", "ctr", "runc", "podman", "cc")
 missing = [command for command in NEEDED if shutil.which(command) is None]
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or bool(missing),
-    reason=f"needs root and {', '.join(missing) or 'nothing else'} (the node's runtime; the node suite installs them)",
+    reason=f"needs root and {', '.join(missing) or 'nothing else'} (the node's runtime; tests/node_harness/conftest.py installs them as root with apt-get)",
 )
 TEST_IMAGE = "localhost/priority-webhook-node-pause:test"
 
