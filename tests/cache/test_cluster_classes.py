@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
 from testkit.wait import wait_for
 from tests.cache.conftest import pc
+from webhook.k8s import InvalidObject
 from webhook.kube import ConfigError
 from webhook.kube.cache import ObjectCache
+from webhook.kube.class_store import read_fields
 from webhook.kube.config import api_client
 from webhook.policy.class_model import ClassSet, PriorityClass
+from webhook.policy.namespace_access import ALLOWED_NAMESPACES, AUDIT, ENFORCEMENT
 
 
 def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServer, class_store) -> None:
@@ -171,3 +176,47 @@ def test_each_snapshot_remembers_the_sets_it_replaced_for_a_while(api: KubeAPISe
     clock.now += 30
     assert store.snapshot().recent == ()
     assert store.snapshot().default() == PriorityClass("a", 20, True)
+
+
+MANAGED = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:value": {}}}]
+AS_READ_BACK = {
+    "a class as the API server returns it": {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "tier-1", "uid": "u", "resourceVersion": "7", "managedFields": MANAGED},
+        "value": 1000,
+        "globalDefault": True,
+        "preemptionPolicy": "Never",
+        "description": "tier one",
+    },
+    "with a namespace rule": {
+        "metadata": {
+            "name": "ruled",
+            "labels": {"team": "a"},
+            "annotations": {ALLOWED_NAMESPACES: "team-a,team-b", ENFORCEMENT: AUDIT, "other": "x"},
+        },
+        "value": 5,
+    },
+    "defaults only": {"metadata": {"name": "bare"}},
+    "a null policy": {"metadata": {"name": "n"}, "value": 1, "preemptionPolicy": None},
+    "no metadata": {"value": 1},
+    "metadata not an object": {"metadata": ["x"], "value": 1},
+    "no name": {"metadata": {"annotations": {}}, "value": 1},
+    "a value out of range": {"metadata": {"name": "big"}, "value": 2**31},
+    "a bad policy": {"metadata": {"name": "p"}, "preemptionPolicy": "Sometimes"},
+    "a bad description": {"metadata": {"name": "d"}, "description": 3},
+    "a bad rule": {"metadata": {"name": "r", "annotations": {ENFORCEMENT: "maybe"}}},
+}
+
+
+@pytest.mark.parametrize("obj", AS_READ_BACK.values(), ids=AS_READ_BACK.keys())
+def test_a_class_reads_the_same_from_the_fields_the_cache_keeps(obj: dict[str, Any]) -> None:
+    def read(candidate: dict[str, Any]) -> PriorityClass | str:
+        try:
+            return PriorityClass.from_object(candidate)
+        except InvalidObject as err:
+            return f"invalid: {err}"
+
+    slim = read_fields(obj)
+    assert "managedFields" not in (slim.get("metadata") or {})
+    assert read(slim) == read(obj)

@@ -38,6 +38,10 @@ PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 HISTORY_SECONDS = 120.0
 # At most this many replaced sets are kept (a burst of class writes keeps the newest).
 HISTORY_LIMIT = 64
+# What PriorityClass.from_object reads of a class; the rest (managedFields, labels) is dropped as each class
+# of a LIST is decoded (the reflector's transform), so a LIST of hundreds is never held whole.
+READ_FIELDS = ("value", "globalDefault", "preemptionPolicy", "description")
+READ_METADATA = ("name", "annotations")
 
 
 class ClusterClassStore:
@@ -52,6 +56,7 @@ class ClusterClassStore:
         **reflector_kwargs: Any,
     ) -> None:
         reflector_kwargs.setdefault("name", "priorityclasses")
+        reflector_kwargs.setdefault("transform", read_fields)
         self._classes = ClassSet()
         self._by_name: dict[str, PriorityClass] = {}
         self._lock = threading.Lock()  # serialises writers only; readers never take it
@@ -122,6 +127,14 @@ class ClusterClassStore:
 
     def __len__(self) -> int:
         return len(self._classes)
+
+
+def read_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the class with only what it is read for: `_read` reads the same class from either."""
+    slim = {key: obj[key] for key in READ_FIELDS if key in obj}
+    meta = obj.get("metadata")
+    slim["metadata"] = {k: meta[k] for k in READ_METADATA if k in meta} if isinstance(meta, dict) else meta
+    return slim
 
 
 def _read(obj: dict[str, Any]) -> PriorityClass | None:

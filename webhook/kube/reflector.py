@@ -217,7 +217,8 @@ class Reflector:
                 self._list_consistent = True
             raise
         try:
-            body = response.read_json()
+            # Each item transformed as it is decoded: a node's pods are never all held whole at once.
+            body = response.read_list(self._transformed)
         finally:
             self._response = None
             response.release()
@@ -227,8 +228,6 @@ class Reflector:
         if self._stopping.is_set():
             raise _Stopped
         items = body["items"]
-        if self.transform is not None:
-            items = [self.transform(obj) if isinstance(obj, dict) else obj for obj in items]
         self.store.replace(items, version)
         self.resource_version = version
         self._list_consistent = False
@@ -239,6 +238,9 @@ class Reflector:
             self._synced.set()
             metrics.SYNCED.labels(self.name).set(1)
             log.info("%s: synced %d objects at resourceVersion %s", self.name, len(body["items"]), version)
+
+    def _transformed(self, obj: Any) -> Any:
+        return self.transform(obj) if self.transform is not None and isinstance(obj, dict) else obj
 
     def _watch(self) -> None:
         # Between timeout_seconds and twice that, as client-go's minWatchTimeout: the watches of many

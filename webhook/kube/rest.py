@@ -19,13 +19,14 @@ Errors come in three kinds, all `RestError`:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import quote
 
 import orjson
 import urllib3
 
+from webhook.kube import list_items
 from webhook.kube.incluster import ServiceAccount
 
 if TYPE_CHECKING:  # the official client is loaded only where a kubeconfig is (webhook.kube.config)
@@ -202,6 +203,18 @@ class Stream:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as err:
+            raise NotJSON(f"the answer is not JSON: {err}") from None
+
+    def read_list(self, each: Callable[[Any], Any]) -> Any:
+        """The whole answer, decoded, a List's items one at a time through `each` (webhook.kube.list_items:
+        a long list is never held decoded at once)."""
+        try:
+            raw = self._response.read()
+        except TRANSPORT_ERRORS as err:
+            raise Unreachable.of(err) from None
+        try:
+            return list_items.decode(raw, each)
+        except ValueError as err:
             raise NotJSON(f"the answer is not JSON: {err}") from None
 
     def lines(self) -> Iterator[bytes]:
