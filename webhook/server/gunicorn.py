@@ -60,6 +60,7 @@ WORKER_MODULES = (
     "webhook.server.worker",
     "webhook.server.app",
     "webhook.kube.class_store",
+    "webhook.kube.namespace_store",
     "webhook.kube.pod_nodes",
 )
 
