@@ -26,7 +26,7 @@ from typing import Any
 
 from webhook.k8s import InvalidObject
 from webhook.kube import rest
-from webhook.kube.reflector import Reflector
+from webhook.kube.reflector import ReflectedStore, Reflector
 from webhook.policy.class_model import ClassSet, PriorityClass
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ READ_FIELDS = ("value", "globalDefault", "preemptionPolicy", "description")
 READ_METADATA = ("name", "annotations")
 
 
-class ClusterClassStore:
+class ClusterClassStore(ReflectedStore):
     """A `webhook.policy.class_model.ClassStore` fed by a PriorityClass reflector."""
 
     def __init__(
@@ -75,20 +75,6 @@ class ClusterClassStore:
             with self._lock:
                 self._publish(self._classes)
         return self._classes
-
-    def ready(self) -> bool:
-        return self.reflector.synced
-
-    def start(self) -> None:
-        self.reflector.start()
-
-    def stop(self) -> None:
-        """Stop the watch. A LIST blocked on an unresponsive API server cannot be interrupted; the thread is
-        a daemon, so after a short join it is left to die with the process rather than delay shutdown."""
-        self.reflector.stop(timeout=1.0)
-
-    def wait_ready(self, timeout: float) -> bool:
-        return self.reflector.wait_synced(timeout)
 
     # -- ObjectStore (called by the reflector's thread) -----------------------------------------------
     def replace(self, objects: list[dict[str, Any]], resource_version: str) -> None:

@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.kube import rest
-from webhook.kube.reflector import Reflector
+from webhook.kube.reflector import ReflectedStore, Reflector
 
 NAMESPACES_PATH = rest.collection(rest.CORE_V1, "namespaces")
 
 
-class ClusterNamespaceStore:
+class ClusterNamespaceStore(ReflectedStore):
     """`webhook.policy.namespace_access.NamespaceLabels` fed by a Namespace reflector."""
 
     def __init__(self, api_client: rest.Client, **reflector_kwargs: Any) -> None:
@@ -52,20 +52,6 @@ class ClusterNamespaceStore:
                     return None
                 self._changed.wait(left)
             return self._labels[namespace]
-
-    # -- lifecycle, as ClusterClassStore --------------------------------------------------------------
-    def ready(self) -> bool:
-        return self.reflector.synced
-
-    def wait_ready(self, timeout: float) -> bool:
-        return self.reflector.wait_synced(timeout)
-
-    def start(self) -> None:
-        self.reflector.start()
-
-    def stop(self) -> None:
-        """Stop the watch (a LIST blocked on an unresponsive API server is left to the daemon thread)."""
-        self.reflector.stop(timeout=1.0)
 
     def __len__(self) -> int:
         return len(self._labels)

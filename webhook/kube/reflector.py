@@ -355,3 +355,23 @@ def retry_cap(err: Exception, backoff_max: float, reconnect_max: float) -> float
     the full backoff where it answered with a refusal (429 and other 4xx)."""
     down = isinstance(err, rest.Unreachable) or (isinstance(err, rest.ApiError) and err.status >= 500)
     return min(backoff_max, reconnect_max) if down else backoff_max
+
+
+class ReflectedStore:
+    """A cache fed by `self.reflector`, with the readiness every cache here shares: ready once its first
+    LIST has landed, and stopped without waiting on a LIST an unresponsive API server holds (the thread is
+    a daemon: after a short join it is left to die with the process rather than delay shutdown)."""
+
+    reflector: Reflector
+
+    def ready(self) -> bool:
+        return self.reflector.synced
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self.reflector.wait_synced(timeout)
+
+    def start(self) -> None:
+        self.reflector.start()
+
+    def stop(self) -> None:
+        self.reflector.stop(timeout=1.0)
