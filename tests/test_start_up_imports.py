@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.import_report import modules_in
+
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("kubernetes", "flask", "werkzeug", "gunicorn", "cryptography")
 
@@ -28,8 +30,7 @@ def imported(argv: list[str]) -> set[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
-    modules = {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # the first line is the header
+    modules = modules_in(done.stderr)
     assert "webhook.commands.dispatch" in modules, "the report lists the modules"
     return modules
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import secrets
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import requests
 
+from testkit.import_report import modules_in
+from testkit.in_pod import in_pod
 from testkit.kubeapi import KubeAPIServer
 from testkit.server import free_port
 from testkit.wait import wait_for
@@ -26,26 +27,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # Not used by the sidecar: the official client, the web server and its templates, certificate handling,
 # the YAML parser (it reads no manifest).
 FORBIDDEN = {"kubernetes", "flask", "werkzeug", "jinja2", "gunicorn", "cryptography", "yaml", "marshmallow"}
-# `python -m webhook` with the service-account folder somewhere else than the kubelet's mount point.
-AS_IN_A_POD = (
-    "import sys, runpy; from pathlib import Path; from webhook.kube import incluster; "
-    "incluster.SERVICE_ACCOUNT_DIR = Path(sys.argv.pop(1)); runpy.run_module('webhook', run_name='__main__')"
-)
 
 
 def modules_of_a_running_sidecar(api: KubeAPIServer, tmp_path: Path, *cluster_args: str) -> set[str]:
     """Every module the sidecar loaded from its start, through readiness and a scrape, to its exit."""
-    assert api.certificates is not None and api.token is not None
-    account = tmp_path / "serviceaccount"
-    account.mkdir()
-    (account / "token").write_text(api.token)
-    (account / "ca.crt").write_bytes(api.certificates.ca.read_bytes())
-    host, _, port = api.url.removeprefix("https://").rpartition(":")
-    env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "PATH": "/usr/bin:/bin"}
     bind = free_port()
     argv = ["sidecar", "--node", "node-a", *cluster_args, "--bind", f"127.0.0.1:{bind}"]
+    command, env = in_pod(api, tmp_path / "serviceaccount", *argv, python_flags=("-X", "importtime"))
     proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-c", AS_IN_A_POD, str(account), *argv],
+        command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -71,8 +61,7 @@ def modules_of_a_running_sidecar(api: KubeAPIServer, tmp_path: Path, *cluster_ar
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr[-2000:]
-    lines = [line for line in stderr.splitlines() if line.startswith("import time:")]
-    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # the first line is the header
+    return modules_in(stderr)
 
 
 def test_an_in_cluster_sidecar_loads_only_what_it_uses(tmp_path: Path) -> None:
