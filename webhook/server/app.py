@@ -1,5 +1,7 @@
 """The admission webhook's WSGI app: /mutate and /validate through their endpoints
-(webhook.server.endpoint, which the serving worker also calls directly), and /healthz, /readyz, /metrics.
+(webhook.server.endpoint), and /healthz, /readyz, /metrics through the probes (webhook.server.probes).
+The serving worker calls both directly and builds this app only for a request neither answers (an
+unknown path or method); tests and any other WSGI server use it whole.
 
 Every answer is JSON. A body that is not a review we can answer gets 400 with a one-line
 `{"error": "<field>: <problem>"}`; nothing, not even a bug, produces an HTML page or a traceback.
@@ -8,7 +10,7 @@ Every answer is JSON. A body that is not a review we can answer gets 400 with a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 import orjson
@@ -18,16 +20,15 @@ from werkzeug.exceptions import HTTPException
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
-from webhook.server import metrics
 from webhook.server.endpoint import READY_WAIT, BadRequest, ReviewEndpoint, endpoints
 from webhook.server.limits import JSON, MAX_BODY_BYTES
+from webhook.server.probes import Probe, Probes
 from webhook.server.store import NamespaceCache
 
 log = logging.getLogger(__name__)
 
 # Kept importable from here: tests and benchmarks name them with the app.
 __all__ = ["MAX_BODY_BYTES", "READY_WAIT", "BadRequest", "create_app", "read_body"]
-ENDPOINTS = "priority-webhook.endpoints"  # the app's extension entry: {path: ReviewEndpoint}
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -82,6 +83,15 @@ def review_view(endpoint: ReviewEndpoint) -> Callable[[], Response]:
     return view
 
 
+def probe_view(probe: Probe) -> Callable[[], Response]:
+    def view() -> Response:
+        status, content_type, body = probe()
+        return Response(body, status=status, content_type=content_type)
+
+    view.__name__ = probe.__name__
+    return view
+
+
 def create_app(
     store: ClassStore,
     options: PodOptions = DEFAULT_POD_OPTIONS,
@@ -94,28 +104,18 @@ def create_app(
     a cluster store's first sync (and the Namespace cache's), at most `ready_wait` seconds, and is refused
     with 503 after that. `pods` looks up an evicted pod's node (cluster mode); a failed lookup is answered
     503. `namespaces` gives the labels allowed-namespaces rules read (cluster mode)."""
-    app = Flask(__name__)
     reviews = endpoints(store, options, ready_wait=ready_wait, pods=pods, namespaces=namespaces)
+    return app_for(reviews, Probes(store, namespaces))
+
+
+def app_for(reviews: Mapping[str, ReviewEndpoint], probes: Probes) -> Flask:
+    """The app over endpoints and probes made elsewhere: the serving worker makes them at start and
+    answers their paths itself, and builds this only for a request they do not answer."""
+    app = Flask(__name__)
     for path, endpoint in reviews.items():
         app.add_url_rule(path, view_func=review_view(endpoint), methods=["POST"])
-    app.extensions[ENDPOINTS] = reviews  # for the serving worker's answers on its loop
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return json_response({"status": "ok"})
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        if not store.ready():
-            return json_response({"status": "not ready: PriorityClasses not synced yet"}, 503)
-        if namespaces is not None and not namespaces.ready():
-            return json_response({"status": "not ready: Namespaces not synced yet"}, 503)
-        return json_response({"status": "ready"})
-
-    @app.get("/metrics")
-    def metrics_view() -> Response:
-        body, content_type = metrics.exposition()
-        return Response(body, content_type=content_type)
+    for path, probe in {**probes.on_loop(), **probes.in_thread()}.items():
+        app.add_url_rule(path, view_func=probe_view(probe), methods=["GET"])
 
     @app.errorhandler(HTTPException)
     def http_error(err: HTTPException) -> Response:

@@ -7,8 +7,10 @@ Why these settings:
 - keep-alive of 75 s: the API server keeps idle connections to a webhook for about a minute and a half
   (Go's default), so a short server-side keep-alive would mean a fresh handshake for most reviews.
 - the app is loaded in each worker after the fork, so a cluster-backed class store opens its own watch
-  per process; the master only validates the configuration, to fail fast. What does survive a fork is
-  loaded before it: the master imports the workers' modules (Flask, the app, the caches' code) and
+  per process; the master only validates the configuration, to fail fast. The worker answers reviews and
+  probes through the endpoints and probes `load()` makes; the Flask app over them is built only for a
+  request they do not answer. What does survive a fork is loaded before it: the master imports the
+  workers' modules (the serving loop, the endpoints, the caches' code, not Flask) and
   freezes its objects out of the cyclic collector just before each fork (`gc.freeze`), so the workers
   share those pages with it instead of each holding a copy (a collection in a worker would otherwise
   write to every inherited object's header, and so copy nearly every page it inherited).
@@ -28,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
@@ -47,6 +49,11 @@ from webhook.server.store import (
     open_store,
 )
 from webhook.server.tlscontext import ReloadingContext
+from webhook.server.wsgi import LazyApp
+
+if TYPE_CHECKING:  # they load prometheus_client: only once `serve` has chosen the metrics directory
+    from webhook.server.endpoint import ReviewEndpoint
+    from webhook.server.probes import Probes
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +65,8 @@ WORKER_CLASS_ENV = "PRIORITY_WEBHOOK_WORKER_CLASS"
 # What every worker imports on `load()`: imported by the master before it forks, so it is shared.
 WORKER_MODULES = (
     "webhook.server.worker",
-    "webhook.server.app",
+    "webhook.server.endpoint",
+    "webhook.server.probes",
     "webhook.kube.class_store",
     "webhook.kube.namespace_store",
     "webhook.kube.pod_nodes",
@@ -94,7 +102,8 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         self.worker_store: ClassStore | None = None
         self.worker_pods: PodNodes | None = None
         self.worker_namespaces: NamespaceCache | None = None
-        self.worker_endpoints: dict[str, Any] = {}
+        self.worker_endpoints: dict[str, ReviewEndpoint] = {}
+        self.worker_probes: Probes | None = None
         super().__init__()
 
     def load_config(self) -> None:
@@ -124,7 +133,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         }
         for key, value in config.items():
             self.cfg.set(key, value)
-        for module in WORKER_MODULES if s.store.cluster else WORKER_MODULES[:2]:
+        for module in WORKER_MODULES if s.store.cluster else WORKER_MODULES[:3]:
             importlib.import_module(module)
 
     def serving_limits(self) -> Limits:
@@ -142,7 +151,8 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         return self.tls.current()
 
     def load(self) -> Any:
-        from webhook.server.app import ENDPOINTS, create_app
+        from webhook.server.endpoint import endpoints
+        from webhook.server.probes import Probes
 
         self.tls.watch()  # in this worker: export the certificate's expiry and follow rotations
 
@@ -151,15 +161,27 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         )
         self.worker_pods = open_pod_nodes(self.settings.store)
         self.worker_namespaces = open_namespaces(self.settings.store)
-        app = create_app(
+        self.worker_endpoints = endpoints(
             self.worker_store, self.settings.options, pods=self.worker_pods, namespaces=self.worker_namespaces
         )
-        self.worker_endpoints = app.extensions[ENDPOINTS]
-        return app
+        self.worker_probes = Probes(self.worker_store, self.worker_namespaces)
+        return LazyApp(self._flask_app)
+
+    def _flask_app(self) -> Any:
+        # Only for a request the worker does not answer itself (an unknown path or method): most workers
+        # never load the web framework (webhook.server.probes).
+        from webhook.server.app import app_for
+
+        assert self.worker_probes is not None
+        return app_for(self.worker_endpoints, self.worker_probes)
 
     def review_endpoints(self) -> dict[str, Any]:
-        """Read by the worker after `load()`: the admission paths it answers on its loop, by path."""
+        """Read by the worker after `load()`: the admission paths it answers itself, by path."""
         return self.worker_endpoints
+
+    def status_probes(self) -> Probes | None:
+        """Read by the worker after `load()`: /healthz, /readyz and /metrics, answered without the app."""
+        return self.worker_probes
 
     def _worker_exit(self, server: Any, worker: Any) -> None:
         if self.worker_store is not None and self.worker_store is not self.master_store:

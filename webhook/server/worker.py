@@ -36,7 +36,7 @@ import ssl
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gunicorn.workers.base import Worker
 
@@ -45,6 +45,9 @@ from webhook.server.limits import JSON, Limits
 from webhook.server.reader import Request
 from webhook.server.tlsproto import accept_tls
 from webhook.server.wsgi import Answer, call_wsgi
+
+if TYPE_CHECKING:  # imported by gunicorn's master before the metrics its module loads may be
+    from webhook.server.probes import Probes
 
 HEARTBEAT = 1.0  # seconds between notifications to the master (it kills a worker silent for `timeout`)
 # How often, at most, freed heap memory is handed back to the system after connections have closed.
@@ -57,10 +60,12 @@ _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 class OnLoop(Protocol):
-    """An admission path answered on the loop (webhook.server.endpoint.ReviewEndpoint; the worker is
-    imported by gunicorn's master, before the metrics that module loads may be)."""
+    """An admission path (webhook.server.endpoint.ReviewEndpoint; the worker is imported by gunicorn's
+    master, before the metrics that module loads may be): on the loop, or else in a pool thread."""
 
     def answer_on_loop(self, content_type: str | None, body: bytes) -> tuple[int, bytes] | None: ...
+
+    def answer(self, content_type: str | None, read_body: Callable[[], bytes]) -> tuple[int, bytes]: ...
 
 
 class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type information
@@ -75,10 +80,14 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
         limits_of = getattr(self.app, "serving_limits", None)
         self.limits: Limits = limits_of() if callable(limits_of) else Limits(keepalive=self.cfg.keepalive)
         endpoints_of = getattr(self.app, "review_endpoints", None)
-        self.endpoints: dict[bytes, OnLoop] = {
-            path.encode("ascii"): endpoint
-            for path, endpoint in (endpoints_of() if callable(endpoints_of) else {}).items()
+        self.endpoints: dict[str, OnLoop] = dict(endpoints_of() if callable(endpoints_of) else {})
+        self.endpoints_raw = {path.encode("ascii"): endpoint for path, endpoint in self.endpoints.items()}
+        probes_of = getattr(self.app, "status_probes", None)
+        probes: Probes | None = probes_of() if callable(probes_of) else None
+        self.probes_on_loop = {
+            path.encode("ascii"): probe for path, probe in (probes.on_loop() if probes else {}).items()
         }
+        self.probes_in_thread = probes.in_thread() if probes else {}
         self.connections: dict[Connection, None] = {}  # in accept order
         self.draining = False  # answers close their connection (Owner protocol)
         self.closing = False  # no more accepting: the last connection to close lets the worker exit
@@ -94,12 +103,15 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
 
     def answer_now(self, request: Request) -> Answer | None:
         path = request.target.partition(b"?")[0]
-        if self.draining and path == b"/readyz":
-            # Stopping: out of the Service's endpoints even where the pod is not being deleted (a restart).
-            return "503 Service Unavailable", [_JSON_TYPE], _SHUTTING_DOWN
+        if request.method in (b"GET", b"HEAD"):
+            if self.draining and path == b"/readyz":
+                # Stopping: out of the Service's endpoints even where the pod is not deleted (a restart).
+                return "503 Service Unavailable", [_JSON_TYPE], _SHUTTING_DOWN
+            probe = self.probes_on_loop.get(path)
+            return None if probe is None else _status_answer(*probe())
         if request.method != b"POST":
             return None
-        endpoint = self.endpoints.get(path)
+        endpoint = self.endpoints_raw.get(path)
         if endpoint is None:
             return None
         content_type = request.header(b"content-type")
@@ -109,9 +121,18 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
         if answered is None:
             return None
         status, data = answered
-        return f"{status} {HTTPStatus(status).phrase}", [_JSON_TYPE], data
+        return _status_answer(status, JSON, data)
 
     def run_app(self, environ: dict[str, Any]) -> asyncio.Future[Answer]:
+        """In a pool thread: a review or /metrics without the web framework, anything else through the app
+        (built on its first such request: webhook.server.wsgi.LazyApp)."""
+        method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+        endpoint = self.endpoints.get(path) if method == "POST" else None
+        if endpoint is not None:
+            return self.loop.run_in_executor(self.pool, _review_in_thread, endpoint, environ)
+        probe = self.probes_in_thread.get(path) if method in ("GET", "HEAD") else None
+        if probe is not None:
+            return self.loop.run_in_executor(self.pool, lambda: _status_answer(*probe()))
         return self.loop.run_in_executor(self.pool, call_wsgi, self.wsgi, environ)
 
     def forget(self, connection: Connection) -> None:
@@ -241,6 +262,16 @@ class AsyncWorker(Worker):  # type: ignore[misc]  # gunicorn has no type informa
             connection.handshake = None
             self.forget(connection)
             sock.close()
+
+
+def _status_answer(status: int, content_type: str, body: bytes) -> Answer:
+    return f"{status} {HTTPStatus(status).phrase}", [("Content-Type", content_type)], body
+
+
+def _review_in_thread(endpoint: OnLoop, environ: dict[str, Any]) -> Answer:
+    """A review that could not be answered on the loop (large, or it waits), by the same endpoint."""
+    status, data = endpoint.answer(environ.get("CONTENT_TYPE"), environ["wsgi.input"].read)
+    return _status_answer(status, JSON, data)
 
 
 def _malloc_trim() -> Callable[[], object] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -85,6 +86,27 @@ def call_wsgi(app: WsgiApp, environ: dict[str, Any]) -> Answer:
             close()
     status, headers = started
     return status, list(headers), body
+
+
+class LazyApp:
+    """A WSGI app built on its first request, once, from `build`: the serving worker answers the reviews
+    and the probes itself, so a worker that is never asked anything else never loads the web framework."""
+
+    def __init__(self, build: Callable[[], WsgiApp]) -> None:
+        self._build = build
+        self._app: WsgiApp | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._app is not None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if self._app is None:
+            with self._lock:  # pool threads: build it once
+                if self._app is None:
+                    self._app = self._build()
+        return self._app(environ, start_response)
 
 
 def _no_write(data: bytes) -> None:
