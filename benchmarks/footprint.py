@@ -2,17 +2,18 @@
 
     sudo .venv/bin/python benchmarks/footprint.py [--runs 3] [--classes 400] [--node-pods 110]
         [--other-pods 2000] [--rest 20] [--load 30] [--connections 4] [--repo DIR] [--json FILE]
+        [--set webhook.workers=1]
 
 Each process tree runs as the chart's pod runs it: the container's arguments and environment rendered from
-the chart (testkit/chart_rendering.py, default values; only the bind address and the certificate folder
-are moved to the host's loopback and a temporary folder), the in-cluster configuration (`--in-cluster`:
-KUBERNETES_SERVICE_HOST/PORT, and a token and CA mounted at /var/run/secrets/kubernetes.io/serviceaccount,
-in a mount namespace of the process's own), and a memory cgroup of its own, as the kubelet gives each
-container. The API server is a real one where an envtest folder is found (testkit/envtest.py), else the
-test API server (testkit/kubeapi) over TLS with a bearer token. It holds `--classes` PriorityClasses and
-`--node-pods` pods on the sidecar's node beside `--other-pods` on other nodes, each written as a
-controller's pod looks when read back (managed fields, labels, probes, status), so that a cache keeping
-whole objects pays what it pays in a cluster.
+the chart (testkit/chart_rendering.py, default values or those given with `--set`; only the bind address
+and the certificate folder are moved to the host's loopback and a temporary folder), the in-cluster
+configuration (`--in-cluster`: KUBERNETES_SERVICE_HOST/PORT, and a token and CA mounted at
+/var/run/secrets/kubernetes.io/serviceaccount, in a mount namespace of the process's own), and a memory
+cgroup of its own, as the kubelet gives each container. The API server is a real one where an envtest
+folder is found (testkit/envtest.py), else the test API server (testkit/kubeapi) over TLS with a bearer
+token. It holds `--classes` PriorityClasses and `--node-pods` pods on the sidecar's node beside
+`--other-pods` on other nodes, each written as a controller's pod looks when read back (managed fields,
+labels, probes, status), so that a cache keeping whole objects pays what it pays in a cluster.
 
 Reported per process tree, after `--rest` seconds at rest once it is ready and under load for `--load`
 seconds: the working set (the cgroup's usage minus its inactive file pages: what the kubelet reports and
@@ -811,6 +812,13 @@ def main() -> int:
         help="sidecar,replica (default)",
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a chart value, as `helm --set` takes it (e.g. webhook.workers=1); the pods run as it renders",
+    )
+    parser.add_argument(
         "--env",
         action="append",
         default=[],
@@ -821,8 +829,9 @@ def main() -> int:
     if os.geteuid() != 0 or not shutil.which("unshare"):
         parser.error("needs root and unshare(1): memory cgroups and a mount namespace per pod")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the pods and remove their cgroups
+    values = helm.parse_set_string(",".join(args.set)) if args.set else {}
     with helm.Chart.load(CHART) as chart:
-        rendered = render(chart)
+        rendered = render(chart, values)
     runs: list[dict[str, Figures]] = []
     with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
         folder = Path(tmp)
