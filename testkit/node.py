@@ -226,7 +226,7 @@ class Node:
         )
 
         pause = self._timed("pause image", lambda: node_images.build_pause_image(layout.run))
-        image = project_image or self._timed("project image", node_images.project_image)
+        image = project_image or self._timed("project image", lambda: node_images.project_image(layout.run))
         self.project_image = image
         self.runtime = Containerd.create(layout, sandbox_image=pause)
         live.forget(self.runtime)  # stopped by the node, after its kubelet

@@ -52,9 +52,10 @@ def build_pause_image(workdir: Path, reference: str = PAUSE_IMAGE) -> str:
     return reference
 
 
-def project_image() -> str:
-    """The project's image, built by `scripts/image` (its reference, the last line it prints)."""
-    return image_engine.build()
+def project_image(workdir: Path) -> str:
+    """The project's image, built by `scripts/image` (its reference, the last line it prints); its SBOM goes
+    into `workdir`."""
+    return image_engine.build(out_dir=workdir / "image").reference
 
 
 def save_archive(reference: str, out: Path) -> Path:

@@ -83,7 +83,9 @@ _SET_TERM = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 
 def _split_label_terms(selector: str) -> list[str]:
     """Split on commas outside parentheses."""
-    terms, depth, current = [], 0, []
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in selector:
         if ch == "(":
             depth += 1
@@ -98,30 +100,44 @@ def _split_label_terms(selector: str) -> list[str]:
     return [t.strip() for t in terms if t.strip()]
 
 
+Check = Callable[[Mapping[str, str]], bool]
+
+
+def _one_of(key: str, values: set[str]) -> Check:
+    """`key in (values)`, `key=value`: the label is there with one of the values."""
+    return lambda labels: labels.get(key) in values
+
+
+def _none_of(key: str, values: set[str]) -> Check:
+    """`key notin (values)`, `key!=value`: the label is absent or has another value."""
+    return lambda labels: labels.get(key) not in values
+
+
+def _has(key: str, present: bool) -> Check:
+    """`key` / `!key`."""
+    return lambda labels: (key in labels) is present
+
+
 def parse_label_selector(selector: str | None) -> Predicate:
     if not selector:
         return lambda obj: True
-    checks: list[Callable[[Mapping[str, str]], bool]] = []
+    checks: list[Check] = []
     for term in _split_label_terms(selector):
         match = _SET_TERM.match(term)
         if match:
             key, op, raw = match.groups()
             values = {v.strip() for v in raw.split(",") if v.strip()}
-            if op == "in":
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            checks.append(_one_of(key, values) if op == "in" else _none_of(key, values))
         elif "!=" in term:
             key, value = (s.strip() for s in term.split("!=", 1))
-            checks.append(lambda labels, k=key, v=value: labels.get(k) != v)
+            checks.append(_none_of(key, {value}))
         elif "=" in term:
             key, value = (s.strip() for s in re.split("==?", term, maxsplit=1))
-            checks.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            checks.append(_one_of(key, {value}))
         elif term.startswith("!"):
-            absent = term[1:].strip()
-            checks.append(lambda labels, k=absent: k not in labels)
+            checks.append(_has(term[1:].strip(), False))
         elif re.fullmatch(r"[A-Za-z0-9._/-]+", term):
-            checks.append(lambda labels, k=term: k in labels)
+            checks.append(_has(term, True))
         else:
             raise SelectorError(f"unable to parse requirement: {term!r}")
 

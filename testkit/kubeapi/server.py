@@ -189,7 +189,7 @@ class KubeAPIServer:
     def url(self) -> str:
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
-        return f"{'https' if self.tls else 'http'}://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"  # an IP address: str
 
     # -- client helpers -------------------------------------------------------------------------------
     def api_client(self) -> kubernetes.client.ApiClient:

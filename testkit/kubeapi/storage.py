@@ -16,6 +16,7 @@ a node (`spec.nodeName`) and deleted with a grace period > 0 (default: the pod's
 from __future__ import annotations
 
 import bisect
+import builtins
 import copy
 import datetime
 import threading
@@ -131,7 +132,7 @@ class Storage:
             ]
             return items, self._revision
 
-    def events_after(self, rt: ResourceType, revision: int) -> tuple[list[StoredEvent], int]:
+    def events_after(self, rt: ResourceType, revision: int) -> tuple[builtins.list[StoredEvent], int]:
         """History of `rt` after `revision`, and the revision it runs to; ApiError 410 if compacted."""
         with self.changed:
             if revision < self._compacted:

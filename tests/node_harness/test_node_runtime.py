@@ -24,6 +24,7 @@ from testkit.containerd import SHIM, Containerd
 from testkit.node_config import Layout, cni_conflist
 from testkit.node_host import PathSnapshot, alive, mounts_under, processes_naming
 from testkit.wait import wait_for
+from webhook import __version__
 
 NEEDED = ("containerd", "ctr", "runc", "podman", "cc")
 missing = [command for command in NEEDED if shutil.which(command) is None]
@@ -83,6 +84,20 @@ def test_the_pause_image_is_one_static_file_from_scratch(tmp_path: Path) -> None
         assert info["Size"] < 2 * 1024 * 1024, "a static program alone"
     finally:
         node_images.remove_from_podman(reference)
+
+
+def test_the_node_s_project_image_is_built_by_scripts_image_with_its_sbom(tmp_path: Path) -> None:
+    """What a node runs the chart's pods from when no image is given (the layer cache makes it quick)."""
+    reference = node_images.project_image(tmp_path)
+    info = json.loads(
+        subprocess.run(
+            ["podman", "image", "inspect", reference], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]
+    labels = info["Config"]["Labels"]
+    assert labels["org.opencontainers.image.title"] == "priority-webhook"
+    assert labels["org.opencontainers.image.version"] == __version__
+    assert [path.name for path in (tmp_path / "image").glob("*.cdx.json")], "the build's SBOM beside it"
 
 
 def test_containerd_with_the_harness_configuration_runs_the_pause_image_and_leaves_nothing(
