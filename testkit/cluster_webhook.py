@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +207,7 @@ def wait_until_resolved(
     cluster: ControlPlane,
     session: requests.Session,
     namespace: str,
-    expected: dict[str, int | None],
+    expected: Mapping[str, int | None],
     default: int = 0,
     *,
     times: int = 1,

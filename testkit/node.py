@@ -123,6 +123,12 @@ class Node:
     stopped: bool = False
     timings: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def control(self) -> ControlPlane:
+        """The node's control plane, once the node has started it."""
+        assert self.plane is not None, "the node has not started its control plane"
+        return self.plane
+
     # -- start ------------------------------------------------------------------------------------------
     @classmethod
     @contextlib.contextmanager
@@ -283,24 +289,20 @@ class Node:
 
     # -- state ------------------------------------------------------------------------------------------
     def kubectl(self, *args: str, **kwargs: Any) -> Any:
-        assert self.plane is not None
-        return self.plane.kubectl(*args, **kwargs)
+        return self.control.kubectl(*args, **kwargs)
 
     def node_object(self) -> dict[str, Any]:
-        assert self.plane is not None
-        return dict(self.plane.get_json("node", self.name))
+        return dict(self.control.get_json("node", self.name))
 
     def ready(self) -> bool:
-        assert self.plane is not None
-        found = self.plane.kubectl("get", "node", self.name, "-o", "json", check=False)
+        found = self.control.kubectl("get", "node", self.name, "-o", "json", check=False)
         if found.returncode != 0:
             return False
         conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def _kubernetes_service_advertised(self) -> bool:
-        assert self.plane is not None
-        found = self.plane.kubectl(
+        found = self.control.kubectl(
             "get", "endpoints", "kubernetes", "-n", "default", "-o", "json", check=False
         )
         if found.returncode != 0:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
 
 
 def wait_for(
-    condition: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.01, what: str = ""
+    condition: Callable[[], T | Literal[False] | None],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.01,
+    what: str = "",
 ) -> T:
-    """Poll `condition` until it returns a truthy value; fail with `what` when the deadline passes."""
+    """Poll `condition` until it returns a truthy value, and return that; fail with `what` when the deadline
+    passes."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import helm_python as helm
 import pytest
@@ -156,9 +157,12 @@ def test_console_blocks_print_what_they_show(page: str, body: str):
 @pytest.mark.parametrize("example", USAGE, ids=str)
 def test_usage_lines_name_only_real_options(example: Example):
     cmd = command(example.line)
-    name = re.search(r"(review|victims|plan)\b", cmd).group(1)
+    found = re.search(r"(review|victims|plan)\b", cmd)
+    assert found is not None, cmd
+    name = found.group(1)
     sub = next(a for a in build_parser(only=name)._actions if a.dest == "command")
-    options = {s for action in sub.choices[name]._actions for s in action.option_strings}
+    parsers: Any = sub.choices  # the subcommands' parsers, by name
+    options = {s for action in parsers[name]._actions for s in action.option_strings}
     named = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", cmd.split(name, 1)[1]))
     assert named <= options, named - options
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -64,12 +65,16 @@ def test_extra_flags_restart_compaction_and_a_clean_stop(start_control_plane) ->
     plane.stop()
     for pid in pids:
         wait_for(
-            lambda pid=pid: not os.path.exists(f"/proc/{pid}") or _zombie(pid),
+            functools.partial(_exited, pid),
             timeout=30,
             what=f"process {pid} to exit",
         )
     with pytest.raises(requests.ConnectionError):
         requests.get(plane.url + "/readyz", verify=str(plane.ca_file), timeout=2)
+
+
+def _exited(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}") or _zombie(pid)
 
 
 def _zombie(pid: int) -> bool:

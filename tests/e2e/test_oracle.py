@@ -313,6 +313,16 @@ TABLE_CLASS_OPS: list[tuple[str, Any, dict[str, Any] | None]] = [
 ]
 
 
+# What an update of a generated class changes (one of these, each time).
+CLASS_UPDATES: list[dict[str, Any]] = [
+    {"globalDefault": True},
+    {"globalDefault": False},
+    {"description": "x"},
+    {"value": 3},
+    {"preemptionPolicy": "Never"},
+]
+
+
 def generated_class_ops(seed: int, count: int = 16) -> list[tuple[str, Any, dict[str, Any] | None]]:
     rng = random.Random(seed * 7 + 1)
     names = ["gpc-a", "gpc-b", "gpc-c", "system-gpc"]
@@ -338,15 +348,7 @@ def generated_class_ops(seed: int, count: int = 16) -> list[tuple[str, Any, dict
                 (
                     "update",
                     name,
-                    rng.choice(
-                        [
-                            {"globalDefault": True},
-                            {"globalDefault": False},
-                            {"description": "x"},
-                            {"value": 3},
-                            {"preemptionPolicy": "Never"},
-                        ]
-                    ),
+                    dict(rng.choice(CLASS_UPDATES)),
                 )
             )
         else:
@@ -415,7 +417,7 @@ class Runner:
             if "resources" not in spec["containers"][0]:
                 continue
             url = f"{self.cluster.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/resize"
-            patch = {
+            patch: dict[str, Any] = {
                 "spec": {
                     "containers": [
                         {"name": "c", "resources": {"requests": {"cpu": "150m"}, "limits": {"cpu": "300m"}}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ PODS = [
     pod("batch-2", "c", "low", "2", "batch", "2026-01-01T00:00:04Z"),
     pod("batch-3", "c", "low", "1500m", "batch", "2026-01-01T00:00:05Z"),
 ]
-PENDING = {
+PENDING: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {"name": "urgent", "namespace": NS},
@@ -101,7 +102,7 @@ PENDING = {
 
 
 @pytest.fixture
-def scenario(both_versions: ControlPlane) -> ControlPlane:
+def scenario(both_versions: ControlPlane) -> Iterator[ControlPlane]:
     """The scenario on the current version and on the oldest (`plan --kubeconfig` follows the API server
     it reads, and must list and answer on both)."""
     cluster = both_versions
@@ -120,7 +121,7 @@ def scenario(both_versions: ControlPlane) -> ControlPlane:
                 assert patched.status_code == 200, patched.text
             cluster.apply(*(obj for obj, _ in PODS))
             for obj, start in PODS:
-                status = {
+                status: dict[str, Any] = {
                     "status": {
                         "phase": "Running",
                         "startTime": start,

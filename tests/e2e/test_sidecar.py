@@ -425,7 +425,8 @@ def test_a_sidecar_killed_and_restarted_mid_preemption_never_evicts_a_second_set
         )
         node.kubelet.finish_terminating(node.namespace)
         node.wait_record("critical", rec.DONE)
-        assert node.record("critical").victims == record.victims
+        critical = node.record("critical")
+        assert critical is not None and critical.victims == record.victims
     assert set(node.pods()) == {"critical", "spare-a", "spare-b"}
     for victim in ("free", "guarded"):
         assert len(node.events("Preempting", on=victim)) == 1, node.events("Preempting", on=victim)

@@ -19,7 +19,7 @@ was found), then starts the second. A failing test gets the tail of every log of
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def project_image() -> str:
-    """The project's image, built once with `scripts/image`."""
-    return node_images.project_image()
+def project_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The project's image, built once with `scripts/image` (its SBOM in a folder of the session's)."""
+    return node_images.project_image(tmp_path_factory.mktemp("project-image"))
 
 
 @pytest.fixture(scope="session", params=MODES)
@@ -88,7 +88,7 @@ def real_node(node: Node, request: pytest.FixtureRequest) -> Node:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     node = item.stash.get(_NODES, None)

@@ -86,9 +86,10 @@ class Release:
 
     @contextmanager
     def helm(self) -> Iterator[tuple[helm.Config, helm.Chart]]:
-        assert self.node.plane is not None
         with (
-            helm.Config(kubeconfig_path=str(self.node.plane.kubeconfig), namespace=self.namespace) as config,
+            helm.Config(
+                kubeconfig_path=str(self.node.control.kubeconfig), namespace=self.namespace
+            ) as config,
             helm.Chart.load(CHART) as chart,
         ):
             yield config, chart
@@ -193,13 +194,13 @@ class Release:
         wait_for(ready, timeout=timeout, interval=0.5, what=f"{self.fullname} Ready")
 
     def get(self, kind: str, name: str) -> dict[str, Any]:
-        return dict(self.node.plane.get_json(kind, name, "-n", self.namespace))
+        return dict(self.node.control.get_json(kind, name, "-n", self.namespace))
 
     def pods(self, component: str | None = None) -> list[dict[str, Any]]:
         selector = f"app.kubernetes.io/instance={self.name}"
         if component:
             selector += f",app.kubernetes.io/component={component}"
-        return list(self.node.plane.get_json("pods", "-n", self.namespace, "-l", selector)["items"])
+        return list(self.node.control.get_json("pods", "-n", self.namespace, "-l", selector)["items"])
 
     def hook_job_logs(self) -> str:
         """The logs of the release's hook Jobs (Helm's error names a failed Job only)."""
@@ -273,10 +274,9 @@ class CreationLoop:
         )
 
     def _run(self) -> None:
-        assert self.node.plane is not None
-        base = f"{self.node.plane.url}/api/v1/namespaces/{self.namespace}/pods"
+        base = f"{self.node.control.url}/api/v1/namespaces/{self.namespace}/pods"
         deadline = time.monotonic() + self.max_seconds
-        with self.node.plane.session() as session:
+        with self.node.control.session() as session:
             n = 0
             while not self._stop.is_set() and time.monotonic() < deadline and n < self.max_creations:
                 n += 1

@@ -39,7 +39,7 @@ def release(real_node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = real_node.plane.new_namespace("adm")
+    name = real_node.control.new_namespace("adm")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
@@ -106,7 +106,8 @@ def test_real_creations_store_the_class_priority_and_policy(
         assert (stored["spec"]["priority"], stored["spec"]["preemptionPolicy"]) == expected, name
     wait_for(
         lambda: all(
-            p["status"].get("phase") == "Running" for p in real_node.plane.get_json("pods", "-n", ns)["items"]
+            p["status"].get("phase") == "Running"
+            for p in real_node.control.get_json("pods", "-n", ns)["items"]
         ),
         timeout=120,
         interval=0.5,

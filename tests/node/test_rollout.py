@@ -39,7 +39,7 @@ def release(node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = real_node.plane.new_namespace("roll")
+    name = real_node.control.new_namespace("roll")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

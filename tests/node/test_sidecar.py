@@ -65,7 +65,7 @@ def release(node: Node) -> Iterator[Release]:
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
-    name = real_node.plane.new_namespace("sc")
+    name = real_node.control.new_namespace("sc")
     yield name
     real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
 
@@ -75,7 +75,9 @@ def millicores(quantity: str) -> int:
 
 
 def pods_on_node(node: Node) -> list[dict[str, Any]]:
-    return list(node.plane.get_json("pods", "-A", "--field-selector", f"spec.nodeName={node.name}")["items"])
+    return list(
+        node.control.get_json("pods", "-A", "--field-selector", f"spec.nodeName={node.name}")["items"]
+    )
 
 
 def requested(p: dict[str, Any]) -> int:
@@ -141,7 +143,7 @@ def run_all(node: Node, ns: str, *bodies: dict[str, Any]) -> None:
 
 
 def of_app(node: Node, ns: str, app: str) -> list[dict[str, Any]]:
-    return list(node.plane.get_json("pods", "-n", ns, "-l", f"app={app}")["items"])
+    return list(node.control.get_json("pods", "-n", ns, "-l", f"app={app}")["items"])
 
 
 def gone_or_terminating(node: Node, ns: str, name: str) -> bool:
@@ -269,7 +271,7 @@ def test_the_chart_pods_are_never_the_kubelets_victims(real_node: Node, release:
     real_node.kubectl("create", "-f", "-", input=json.dumps(body))
 
     def decision() -> dict[str, Any] | None:
-        critical: dict[str, Any] = real_node.plane.get_json("pod", "node-critical", "-n", ns)
+        critical: dict[str, Any] = real_node.control.get_json("pod", "node-critical", "-n", ns)
         return critical if critical["status"].get("phase") in ("Failed", "Running") else None
 
     decided = wait_for(decision, timeout=WAIT, interval=0.2, what="the kubelet to decide on the critical pod")
@@ -305,7 +307,7 @@ def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: R
     try:
         wait_for(
             lambda: (
-                real_node.plane.get_json("pod", probe, "-n", release.namespace)["status"].get("phase")
+                real_node.control.get_json("pod", probe, "-n", release.namespace)["status"].get("phase")
                 == "Running"
             ),
             timeout=WAIT,
@@ -340,8 +342,7 @@ def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: R
         real_node.kubectl("delete", "pod", probe, "-n", release.namespace, "--wait=false", check=False)
 
     # A token of the same ServiceAccount bound to no pod names no node.
-    assert real_node.plane is not None
-    kubeconfig = real_node.plane.service_account_kubeconfig(
+    kubeconfig = real_node.control.service_account_kubeconfig(
         tmp := real_node.workdir / f"{probe}.kubeconfig", release.namespace, SIDECAR
     )
     refused = real_node.kubectl(

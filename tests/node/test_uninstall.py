@@ -43,7 +43,7 @@ def release(real_node: Node) -> Iterator[Release]:
 
 def created(node: Node, prefix: str) -> None:
     """A pod is created for real in a new ordinary namespace: no webhook configuration is left in the way."""
-    ns = node.plane.new_namespace(prefix)
+    ns = node.control.new_namespace(prefix)
     body = pod("after", ns, node.project_image)
     done = node.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
     node.kubectl("delete", "namespace", ns, "--wait=false", check=False)

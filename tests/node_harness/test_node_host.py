@@ -21,6 +21,7 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,7 +175,7 @@ def _ours_only(text: str) -> str:
     return "".join(line + "\n" for line in normalized(text).splitlines() if OTHERS not in line)
 
 
-def _cni(command: str, config: dict[str, object], netns: str, container: str) -> dict[str, object]:
+def _cni(command: str, config: dict[str, object], netns: str, container: str) -> dict[str, Any]:
     done = subprocess.run(
         [str(CNI_BIN_DIR / str(config["type"]))],
         input=json.dumps(config),
@@ -232,10 +233,10 @@ def test_the_bridge_and_the_rules_round_trip_leave_the_machine_as_found() -> Non
         plugin = dict(cni_conflist(Layout(run), subnet, bridge)["plugins"][0])
         plugin.update({"cniVersion": "0.4.0", "name": "pw-node-test"})
         result = _cni("ADD", plugin, netns, "pwtest")
-        ip = str(result["ips"][0]["address"]).split("/")[0]  # type: ignore[index]
+        ip = str(result["ips"][0]["address"]).split("/")[0]
         host_veth = next(
             i["name"] for i in result["interfaces"] if not i.get("sandbox") and i["name"] != bridge
-        )  # type: ignore[attr-defined]
+        )
         assert host_veth in node_host.links()
         assert ip in [str(host) for host in subnet.hosts()] and ip != address
         listener.bind((address, 0))
