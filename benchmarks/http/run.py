@@ -7,7 +7,7 @@ and with gunicorn's gthread worker, the one used before (`--no-gthread` skips th
 p50/p99 latencies, and ratios per round (medians).
 
     .venv/bin/python benchmarks/http/run.py [--rounds 5 --duration 10 --connections 8] [--baseline DIR]
-        [--python COMMAND]...
+        [--python COMMAND]... [--also-workers N]...
 
 `--baseline DIR` adds the webhook of another checkout (a worktree of an earlier commit) as one more server
 in the same rounds: "webhook-baseline". Every server's CPU per request (its master and workers, from
@@ -18,6 +18,9 @@ the workers, read after each round).
 same rounds: `--python "scripts/debian-python 3.13 python"` runs it on Debian 13's Python 3.13 as
 "webhook-py3.13", beside "webhook" on the interpreter running this script; each is compared with "webhook"
 and with the first one given (Debian 12's 3.11 first: the same builder's 3.11 against its 3.13).
+
+`--also-workers N` (repeatable) adds the webhook of this checkout with N workers per server, in the same
+rounds, as "webhook-wN", compared with "webhook" (`--workers`, 2 by default).
 
 Needs `wrk` (Debian package; installed with apt-get when missing and running as root).
 """
@@ -299,6 +302,14 @@ def main() -> int:
         "(webhook-pyX.Y; repeatable)",
     )
     parser.add_argument(
+        "--also-workers",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="one more webhook server with N workers in the same rounds (webhook-wN), compared with webhook",
+    )
+    parser.add_argument(
         "--no-gthread",
         dest="gthread",
         action="store_false",
@@ -325,8 +336,11 @@ def main() -> int:
         classes = ["--classes", str(REPO / "examples" / "priorityclasses.yaml")]
         designs = {"": {}}
 
-        def serve_command(port: int) -> list[str]:
-            return [sys.executable, "-m", "webhook", "serve", "--bind", f"127.0.0.1:{port}", *shape, *classes]
+        def serve_command(port: int, workers: int = args.workers) -> list[str]:
+            bind = f"127.0.0.1:{port}"
+            command = [sys.executable, "-m", "webhook", "serve", "--bind", bind, *shape, *classes]
+            command[command.index("--workers") + 1] = str(workers)
+            return command
 
         if args.gthread:
             designs["-gthread"] = {"PRIORITY_WEBHOOK_WORKER_CLASS": "gthread"}
@@ -338,6 +352,7 @@ def main() -> int:
             floor_cmd = [sys.executable, str(HERE / "floor.py"), "--bind", f"127.0.0.1:{port}", *shape]
             servers.append(start("floor" + suffix, floor_cmd, port, ca, work / f"floor{suffix}.log", env))
         others: list[str] = []
+        others_workers: list[str] = []
         for command in args.python:
             interpreter = shlex.split(command)
             version = subprocess.run(
@@ -354,6 +369,11 @@ def main() -> int:
             port = free_port()
             serve = [*interpreter, *serve_command(port)[1:]]
             servers.append(start(name, serve, port, ca, work / f"{name}.log"))
+        for workers in args.also_workers:
+            port = free_port()
+            name = f"webhook-w{workers}"
+            others_workers.append(name)
+            servers.append(start(name, serve_command(port, workers), port, ca, work / f"{name}.log"))
         if args.baseline:
             port = free_port()
             serve = serve_command(port)
@@ -428,7 +448,7 @@ def main() -> int:
             ]
         if args.baseline:
             comparisons.append(("webhook", "webhook-baseline"))
-        comparisons += [(other, "webhook") for other in others]
+        comparisons += [(other, "webhook") for other in others + others_workers]
         comparisons += [(other, others[0]) for other in others[1:]]
         for a, b in comparisons:
             rps_ratio, p99_ratio, cpu_ratio = ratio(a, b, "rps"), ratio(a, b, "p99_ms"), ratio(a, b, "cpu_us")
