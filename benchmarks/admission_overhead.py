@@ -104,7 +104,7 @@ NO_ARM = ""  # where the API server's calls to a webhook that no arm registered 
 # as an emptyDir in memory; on the disk that etcd syncs to, their writeback lengthens real creates' tail.
 MEMORY_TMP = Path("/dev/shm")
 ENV_WORD = re.compile(r"^[A-Z][A-Z0-9_]*=")  # in a variant's words: an environment variable, not an argument
-CHART_SERVER_ARGS = ("--workers", "2", "--threads", "4")  # the chart's defaults (values.yaml: webhook.*)
+CHART_SERVER_ARGS = ("--workers", "1", "--threads", "4")  # the chart's defaults (values.yaml: webhook.*)
 CLASS: dict[str, Any] = {
     "apiVersion": "scheduling.k8s.io/v1",
     "kind": "PriorityClass",

@@ -23,7 +23,7 @@ NAMESPACE = "e2e-admission-bench"
 REQUESTS = 20
 ROUNDS = 1
 # Two webhook arms, so that an API-server call attributed to the wrong arm shows in both arms' counts.
-VARIANTS = {WEBHOOK: CHART_SERVER_ARGS, "one-worker": ("--workers", "1")}
+VARIANTS = {WEBHOOK: CHART_SERVER_ARGS, "two-workers": ("--workers", "2")}
 
 
 def test_the_benchmark_measures_pod_creations_without_and_with_our_webhook(cluster, tmp_path) -> None:
