@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from testkit.command_line import victims_answer
 from testkit.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV, ControlPlane
 from testkit.hollow_node import HollowNode, unavailable
-from testkit.server import REPO
 from testkit.wait import wait_for
 from tests.e2e.conftest import OLDEST, _require_assets, _track, e2e_required
 
@@ -139,24 +137,13 @@ def pod(
     }
 
 
-def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """`priority-webhook ARGS` as a user runs it (a subprocess of this interpreter)."""
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *args], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
-
-
 def victims_live(env: KubeletEnv, manifest: Mapping[str, Any], workdir: Path, *extra: str) -> dict[str, Any]:
     """`priority-webhook victims --node NAME --kubeconfig F --pod FILE`: the node and its pods read live."""
     path = workdir / f"{manifest['metadata']['name']}.json"
     path.write_text(json.dumps(manifest))
-    result = cli(
-        "victims", "--node", env.name, "--kubeconfig", str(env.plane.kubeconfig), "--pod", str(path), *extra
+    return victims_answer(
+        "--node", env.name, "--kubeconfig", str(env.plane.kubeconfig), "--pod", str(path), *extra
     )
-    assert result.returncode in (0, 1), f"victims exited {result.returncode}: {result.stderr}"
-    answer: dict[str, Any] = json.loads(result.stdout)
-    assert answer["admit"] is (result.returncode == 0)
-    return answer
 
 
 def victims_from_kubectl(
@@ -171,19 +158,9 @@ def victims_from_kubectl(
     )
     path = workdir / "pod.json"
     path.write_text(json.dumps(manifest))
-    result = cli(
-        "victims",
-        "--node",
-        str(workdir / "node.json"),
-        "--pods",
-        str(workdir / "pods.json"),
-        "--pod",
-        str(path),
-        *extra,
+    return victims_answer(
+        "--node", str(workdir / "node.json"), "--pods", str(workdir / "pods.json"), "--pod", str(path), *extra
     )
-    assert result.returncode in (0, 1), f"victims exited {result.returncode}: {result.stderr}"
-    answer: dict[str, Any] = json.loads(result.stdout)
-    return answer
 
 
 def pods(env: KubeletEnv, namespace: str) -> dict[str, dict[str, Any]]:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from testkit.cluster_webhook import priority_class
+from testkit.command_line import victims_answer
 from testkit.envtest import _die_with_parent
 from testkit.server import REPO
 from testkit.wait import wait_for
@@ -32,7 +33,6 @@ from tests.e2e.chart_rbac import InstalledRbac, install_rbac, uninstall_rbac
 from tests.e2e.hollow import (
     KubeletEnv,
     clear_namespace,
-    cli,
     pod,
     pods,
     start_kubelet_env,
@@ -147,8 +147,7 @@ class Case:
         }
         for name, text in files.items():
             (self.tmp_path / name).write_text(text)
-        out = cli(
-            "victims",
+        answer = victims_answer(
             "--node",
             str(self.tmp_path / "node.json"),
             "--pods",
@@ -160,8 +159,8 @@ class Case:
             "--critical-priority",
             str(CRITICAL),
         )
-        assert out.returncode == 0, out.stdout + out.stderr
-        return sorted(v["name"] for v in json.loads(out.stdout)["victims"])
+        assert answer["admit"], answer
+        return sorted(v["name"] for v in answer["victims"])
 
 
 @pytest.fixture

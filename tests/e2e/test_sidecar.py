@@ -29,6 +29,7 @@ import pytest
 import requests
 
 from testkit.cluster_webhook import priority_class
+from testkit.command_line import victims_answer
 from testkit.envtest import ControlPlane, _die_with_parent
 from testkit.server import REPO
 from testkit.wait import wait_for
@@ -263,29 +264,20 @@ def victims_cli(node: Node, rejected: str) -> list[str]:
     }
     for name, obj in files.items():
         (node.tmp_path / name).write_text(json.dumps(obj))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "victims",
-            "--node",
-            str(node.tmp_path / "node.json"),
-            "--pods",
-            str(node.tmp_path / "pods.json"),
-            "--pod",
-            str(node.tmp_path / "pod.json"),
-            "--order",
-            "priority",
-            "--critical-priority",
-            str(CRITICAL),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
+    answer = victims_answer(
+        "--node",
+        str(node.tmp_path / "node.json"),
+        "--pods",
+        str(node.tmp_path / "pods.json"),
+        "--pod",
+        str(node.tmp_path / "pod.json"),
+        "--order",
+        "priority",
+        "--critical-priority",
+        str(CRITICAL),
     )
-    return [v["name"] for v in json.loads(out.stdout)["victims"]]
+    assert answer["admit"], answer
+    return [v["name"] for v in answer["victims"]]
 
 
 def test_evicts_exactly_the_victims_the_module_chose_and_says_so(node: Node) -> None:

@@ -17,8 +17,6 @@ Values beyond the node's (tests/node/release.py), for this module alone: `sideca
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +26,8 @@ import pytest
 from kubernetes.utils import parse_quantity
 
 from testkit.cluster_webhook import priority_class
+from testkit.command_line import victims_answer
 from testkit.node import Node
-from testkit.server import REPO
 from testkit.wait import wait_for
 from tests.node.release import SIDECAR, Release, node_values, pod
 
@@ -163,31 +161,20 @@ def snapshot(node: Node, tmp_path: Path) -> tuple[Path, Path]:
 def victims_cli(files: tuple[Path, Path], rejected: dict[str, Any], tmp_path: Path) -> list[str]:
     """`priority-webhook victims` on that snapshot for the rejected pod, in the chart's order."""
     (tmp_path / "pod.json").write_text(json.dumps({k: v for k, v in rejected.items() if k != "status"}))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "victims",
-            "--node",
-            str(files[0]),
-            "--pods",
-            str(files[1]),
-            "--pod",
-            str(tmp_path / "pod.json"),
-            "--order",
-            "priority",
-            "--critical-priority",
-            str(CRITICAL),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-        timeout=120,
+    answer = victims_answer(
+        "--node",
+        str(files[0]),
+        "--pods",
+        str(files[1]),
+        "--pod",
+        str(tmp_path / "pod.json"),
+        "--order",
+        "priority",
+        "--critical-priority",
+        str(CRITICAL),
     )
-    assert out.returncode == 0, out.stdout + out.stderr
-    return sorted(v["name"] for v in json.loads(out.stdout)["victims"])
+    assert answer["admit"], answer
+    return sorted(v["name"] for v in answer["victims"])
 
 
 def test_a_rejected_critical_pod_gets_exactly_upstreams_victims_and_its_replacement_runs(
