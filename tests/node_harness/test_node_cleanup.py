@@ -78,6 +78,14 @@ class Machine:
         found += [str(g) for g in node_host.kubepods_cgroups()]
         return found
 
+    def restore(self) -> None:
+        """Put the machine back where a node killed before its teardown left it (the test has failed already;
+        the next test and the machine must not inherit the bridge and the rules)."""
+        node_host.delete_bridge(BRIDGE)
+        self.iptables.restore()
+        self.sysctls.restore()
+        self.paths.clean()
+
 
 def test_a_start_that_fails_leaves_the_machine_as_found(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ASSETS_ENV, str(assets(env, "")))  # an empty file: exec format error
@@ -102,7 +110,7 @@ def test_an_interrupted_start_leaves_the_machine_as_found(env: Path, stop: signa
     folder = assets(env, f"#!/bin/sh\nexec sleep {marker}\n")
     machine = Machine()
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(env / "node")],
+        [sys.executable, "-X", "faulthandler", "-c", CHILD, str(env / "node")],
         cwd=REPO,
         env={**os.environ, ASSETS_ENV: str(folder), "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
@@ -122,11 +130,18 @@ def test_an_interrupted_start_leaves_the_machine_as_found(env: Path, stop: signa
             what="the node to be half started",
         )
         child.send_signal(stop)
-        output, _ = child.communicate(timeout=60)
+        try:
+            output, _ = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGABRT)  # faulthandler prints where every thread is stuck, then it dies
+            output, _ = child.communicate(timeout=30)
+            machine.restore()
+            pytest.fail(f"the node did not stop within 60 s of {stop.name}:\n{output}")
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+            machine.restore()
     assert child.returncode != 0, output
     assert machine.changed() == [], output
     assert (env / "node" / "plane" / "etcd.log").exists(), output
