@@ -95,10 +95,14 @@ def test_a_start_that_fails_leaves_the_machine_as_found(env: Path, monkeypatch: 
     assert machine.changed() == []
 
 
+# Ctrl-C's own disposition first: a test run started as a background job of a non-interactive shell (as CI
+# may start it) hands its children SIGINT ignored, and the start would then never be interrupted.
 CHILD = """
+import signal
 import sys
 from pathlib import Path
 from testkit.node import Node
+signal.signal(signal.SIGINT, signal.default_int_handler)
 Node.create(Path(sys.argv[1]), project_image="unused:0", timeout=600)
 """
 
