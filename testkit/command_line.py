@@ -27,3 +27,14 @@ def victims_answer(*args: str) -> dict[str, Any]:
     answer: dict[str, Any] = json.loads(result.stdout)
     assert answer["admit"] is (result.returncode == 0), answer
     return answer
+
+
+def sidecar_victims(node: Path, pods: Path, pod: Path, critical_priority: int) -> list[str]:
+    """The victims `victims` names, in eviction order, for a pod it admits, asked as the chart's sidecar
+    asks (`--order priority --critical-priority N`) on `kubectl get -o json` files."""
+    answer = victims_answer(
+        *("--node", str(node), "--pods", str(pods), "--pod", str(pod)),
+        *("--order", "priority", "--critical-priority", str(critical_priority)),
+    )
+    assert answer["admit"], answer
+    return [victim["name"] for victim in answer["victims"]]

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from testkit.cluster_webhook import priority_class
-from testkit.command_line import victims_answer
+from testkit.command_line import sidecar_victims
 from testkit.envtest import _die_with_parent
 from testkit.server import REPO
 from testkit.wait import wait_for
@@ -147,20 +147,11 @@ class Case:
         }
         for name, text in files.items():
             (self.tmp_path / name).write_text(text)
-        answer = victims_answer(
-            "--node",
-            str(self.tmp_path / "node.json"),
-            "--pods",
-            str(self.tmp_path / "pods.json"),
-            "--pod",
-            str(self.tmp_path / "pod.json"),
-            "--order",
-            "priority",
-            "--critical-priority",
-            str(CRITICAL),
+        return sorted(
+            sidecar_victims(
+                self.tmp_path / "node.json", self.tmp_path / "pods.json", self.tmp_path / "pod.json", CRITICAL
+            )
         )
-        assert answer["admit"], answer
-        return sorted(v["name"] for v in answer["victims"])
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ import pytest
 import requests
 
 from testkit.cluster_webhook import priority_class
-from testkit.command_line import victims_answer
+from testkit.command_line import sidecar_victims
 from testkit.envtest import ControlPlane, _die_with_parent
 from testkit.server import REPO
 from testkit.wait import wait_for
@@ -264,20 +264,9 @@ def victims_cli(node: Node, rejected: str) -> list[str]:
     }
     for name, obj in files.items():
         (node.tmp_path / name).write_text(json.dumps(obj))
-    answer = victims_answer(
-        "--node",
-        str(node.tmp_path / "node.json"),
-        "--pods",
-        str(node.tmp_path / "pods.json"),
-        "--pod",
-        str(node.tmp_path / "pod.json"),
-        "--order",
-        "priority",
-        "--critical-priority",
-        str(CRITICAL),
+    return sidecar_victims(
+        node.tmp_path / "node.json", node.tmp_path / "pods.json", node.tmp_path / "pod.json", CRITICAL
     )
-    assert answer["admit"], answer
-    return [v["name"] for v in answer["victims"]]
 
 
 def test_evicts_exactly_the_victims_the_module_chose_and_says_so(node: Node) -> None:

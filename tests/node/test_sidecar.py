@@ -26,7 +26,7 @@ import pytest
 from kubernetes.utils import parse_quantity
 
 from testkit.cluster_webhook import priority_class
-from testkit.command_line import victims_answer
+from testkit.command_line import sidecar_victims
 from testkit.node import Node
 from testkit.wait import wait_for
 from tests.node.release import SIDECAR, Release, node_values, pod
@@ -161,20 +161,7 @@ def snapshot(node: Node, tmp_path: Path) -> tuple[Path, Path]:
 def victims_cli(files: tuple[Path, Path], rejected: dict[str, Any], tmp_path: Path) -> list[str]:
     """`priority-webhook victims` on that snapshot for the rejected pod, in the chart's order."""
     (tmp_path / "pod.json").write_text(json.dumps({k: v for k, v in rejected.items() if k != "status"}))
-    answer = victims_answer(
-        "--node",
-        str(files[0]),
-        "--pods",
-        str(files[1]),
-        "--pod",
-        str(tmp_path / "pod.json"),
-        "--order",
-        "priority",
-        "--critical-priority",
-        str(CRITICAL),
-    )
-    assert answer["admit"], answer
-    return sorted(v["name"] for v in answer["victims"])
+    return sorted(sidecar_victims(files[0], files[1], tmp_path / "pod.json", CRITICAL))
 
 
 def test_a_rejected_critical_pod_gets_exactly_upstreams_victims_and_its_replacement_runs(
