@@ -24,10 +24,7 @@ def in_pod(
 ) -> tuple[list[str], dict[str, str]]:
     """The command and environment that run `priority-webhook ARGV` against `api` as a pod's container
     does; the service account is written into `folder`."""
-    assert api.certificates is not None and api.token is not None, "in-cluster needs TLS and a token"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "token").write_text(api.token)
-    (folder / "ca.crt").write_bytes(api.certificates.ca.read_bytes())
+    api.mount_service_account(folder)
     host, _, port = api.url.removeprefix("https://").rpartition(":")
     env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "PATH": "/usr/bin:/bin"}
     return [sys.executable, *python_flags, "-c", LAUNCHER, str(folder), *argv], env

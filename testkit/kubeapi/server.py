@@ -29,6 +29,7 @@ from testkit.kubeapi.certs import ApiCertificates, write_api_certificates
 from testkit.kubeapi.resources import DEFAULT_RESOURCES, SYSTEM_PRIORITY_CLASSES, ResourceType
 from testkit.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from testkit.kubeapi.storage import ApiError, Storage, StoredEvent
+from webhook.kube.incluster import ServiceAccount
 
 
 @dataclass
@@ -74,6 +75,7 @@ class _Faults:
     fail_count: int = 0
     fail_status: int = 500
     fail_match: Callable[[RequestRecord], bool] | None = None
+    hang_up_count: int = 0
     running: threading.Event = field(default_factory=threading.Event)  # cleared while stalled
 
 
@@ -125,6 +127,7 @@ class KubeAPIServer:
         # Every open client connection, so stop() can end them all: a kept-alive connection would
         # otherwise go on being served (a LIST's connection reused for the next WATCH) after stop().
         self._connections: set[socket.socket] = set()
+        self.connections_accepted = 0
         self._stopped = False
         self._lock = threading.Lock()
         self._faults = _Faults()
@@ -205,6 +208,21 @@ class KubeAPIServer:
             config.api_key = {"authorization": self.token}
             config.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(config)
+
+    def mount_service_account(self, folder: Path) -> Path:
+        """Write the folder the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount (this
+        server's token and CA) and return it."""
+        assert self.certificates is not None and self.token is not None, "in-cluster needs TLS and a token"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "token").write_text(self.token)
+        (folder / "ca.crt").write_bytes(self.certificates.ca.read_bytes())
+        return folder
+
+    def service_account(self) -> ServiceAccount:
+        """A pod's client of this server (webhook.kube.incluster), mounted in a folder of the server's own."""
+        assert self._cert_dir is not None, "in-cluster needs TLS"
+        folder = self.mount_service_account(Path(self._cert_dir.name) / "serviceaccount")
+        return ServiceAccount(self.url, folder / "token", folder / "ca.crt")
 
     def kubeconfig(self, path: str | Path, *, with_client_certificate: bool = True) -> str:
         """Write a kubeconfig for this server to `path`; returns the path."""
@@ -291,6 +309,22 @@ class KubeAPIServer:
         finally:
             self.fail_next(0)
 
+    def hang_up_next(self, count: int) -> None:
+        """The next `count` requests are read and recorded, then their connection is closed unanswered (a
+        server going away mid-request, or closing a kept-alive connection as a request arrives)."""
+        with self._lock:
+            self._faults.hang_up_count = count
+
+    def close_idle_connections(self) -> int:
+        """Close every client connection but the watches' (a server's idle timeout): a kept-alive one is
+        found closed at its next use. Call it with no request in flight."""
+        with self._lock:
+            streaming = {watch.connection for watch in self._watches}
+            idle = [connection for connection in self._connections if connection not in streaming]
+        for connection in idle:
+            _hang_up(connection)
+        return len(idle)
+
     def stall(self) -> None:
         """Accept connections but send nothing (new requests and open watches) until `release()`."""
         self._faults.running.clear()
@@ -360,6 +394,13 @@ class KubeAPIServer:
                 return faults.fail_status
         return None
 
+    def _take_hang_up(self) -> bool:
+        with self._lock:
+            if self._faults.hang_up_count > 0:
+                self._faults.hang_up_count -= 1
+                return True
+        return False
+
     def _wait_running(self) -> None:
         self._faults.running.wait()
 
@@ -409,6 +450,7 @@ class KubeAPIServer:
                 self._connections.discard(connection)
                 return
             self._connections.add(connection)
+            self.connections_accepted += 1
             stopped = self._stopped
         if stopped:
             _hang_up(connection)
@@ -466,6 +508,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._streaming = False
         record = self._record = RequestRecord(method, path, query, 0, is_watch)
         self.api.requests.append(record)
+        if self.api._take_hang_up():
+            self.close_connection = True
+            _hang_up(self.connection)
+            return
         self.api._wait_running()
         status = 500
         try:

@@ -19,6 +19,13 @@ PCS = "/apis/scheduling.k8s.io/v1/priorityclasses"
 PODS = "/api/v1/pods"
 
 
+@pytest.fixture
+def api() -> Iterator[KubeAPIServer]:
+    """The test server itself, over plain HTTP: its own behaviour does not depend on a client's transport."""
+    with KubeAPIServer(bookmark_interval=0.2) as server:
+        yield server
+
+
 def pod(
     name: str,
     node: str = "",
@@ -301,6 +308,25 @@ def test_delete_preconditions(api: KubeAPIServer) -> None:
 
 
 # -- faults and hooks --------------------------------------------------------------------------------------
+def test_a_hung_up_request_is_recorded_and_gets_no_answer(api: KubeAPIServer) -> None:
+    api.hang_up_next(1)
+    with pytest.raises(requests.ConnectionError):
+        get(api, "/api/v1/pods")
+    assert get(api, "/api/v1/pods").status_code == 200  # only the next one
+    assert [r.path for r in api.requests] == ["/api/v1/pods"] * 2
+
+
+def test_close_idle_connections_spares_open_watches(api: KubeAPIServer) -> None:
+    with requests.Session() as idle, requests.Session() as watching:
+        assert idle.get(f"{api.url}/api/v1/pods", timeout=5).status_code == 200
+        with watching.get(f"{api.url}/api/v1/pods?watch=1", stream=True, timeout=5):
+            wait_for(lambda: api.open_watches == 1)
+            assert api.close_idle_connections() == 1
+            assert api.open_watches == 1
+            assert idle.get(f"{api.url}/api/v1/pods", timeout=5).status_code == 200  # on a new connection
+    assert api.connections_accepted == 3
+
+
 def test_fail_next_fails_exactly_n_requests(api: KubeAPIServer) -> None:
     api.fail_next(2, 503)
     assert [get(api, PCS).status_code for _ in range(3)] == [503, 503, 200]
