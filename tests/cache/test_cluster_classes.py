@@ -29,11 +29,11 @@ def test_serves_the_clusters_classes_including_the_system_ones(api: KubeAPIServe
     assert classes["system-node-critical"].value == 2000001000
 
 
-def test_without_system_classes_in_the_cluster_none_are_invented(class_store) -> None:
-    with KubeAPIServer(system_priority_classes=False) as empty:
+def test_without_system_classes_in_the_cluster_none_are_invented(new_api, connect) -> None:
+    with new_api(system_priority_classes=False) as empty:
         from webhook.kube.class_store import ClusterClassStore
 
-        store = ClusterClassStore(empty.api_client(), backoff_initial=0.02)
+        store = ClusterClassStore(connect(empty), backoff_initial=0.02)
         store.start()
         try:
             assert store.wait_ready(5)

@@ -3,6 +3,7 @@ re-read as it rotates, TLS verified against the mounted CA, and the same REST la
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,22 +34,15 @@ def tls_api() -> Iterator[KubeAPIServer]:
         yield server
 
 
-def mount(folder: Path, api: KubeAPIServer, token: str | None = None) -> Path:
-    """The folder the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount."""
-    assert api.certificates is not None
-    folder.mkdir(exist_ok=True)
-    (folder / "token").write_text(token or api.token or "")
-    (folder / "ca.crt").write_bytes(api.certificates.ca.read_bytes())
-    return folder
-
-
 def environment(api: KubeAPIServer) -> dict[str, str]:
     host, _, port = api.url.removeprefix("https://").rpartition(":")
     return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
 
 
 def test_requests_carry_the_token_and_verify_the_server(tls_api: KubeAPIServer, tmp_path: Path) -> None:
-    account = ServiceAccount.from_environment(environment(tls_api), mount(tmp_path / "sa", tls_api))
+    account = ServiceAccount.from_environment(
+        environment(tls_api), tls_api.mount_service_account(tmp_path / "sa")
+    )
     assert account.server == tls_api.url
     listed = rest.call_json(account, "GET", PCS, query={"labelSelector": "tier=web"})
     assert listed["items"] == []  # the system classes have no such label
@@ -61,15 +55,41 @@ def test_requests_carry_the_token_and_verify_the_server(tls_api: KubeAPIServer, 
 def test_another_ca_is_refused(tls_api: KubeAPIServer, tmp_path: Path) -> None:
     with KubeAPIServer(tls=True) as other:
         assert other.certificates is not None
-        folder = mount(tmp_path / "sa", tls_api)
+        folder = tls_api.mount_service_account(tmp_path / "sa")
         (folder / "ca.crt").write_bytes(other.certificates.ca.read_bytes())  # not the CA of tls_api
         account = ServiceAccount.from_environment(environment(tls_api), folder)
         with pytest.raises(rest.Unreachable):
             rest.call_json(account, "GET", PCS, timeout=5)
 
 
+def test_a_ca_bundle_the_kubelet_updates_is_read_for_the_next_connection(
+    tls_api: KubeAPIServer, tmp_path: Path
+) -> None:
+    with KubeAPIServer(tls=True) as other:
+        assert other.certificates is not None and tls_api.certificates is not None
+        folder = tls_api.mount_service_account(tmp_path / "sa")
+        (folder / "ca.crt").write_bytes(other.certificates.ca.read_bytes())  # not yet the server's CA
+        account = ServiceAccount.from_environment(environment(tls_api), folder)
+        with pytest.raises(rest.Unreachable):
+            rest.call_json(account, "GET", PCS, timeout=5)
+        (folder / "ca.crt").write_bytes(tls_api.certificates.ca.read_bytes())  # the bundle as updated
+        assert rest.call_json(account, "GET", PCS)["items"]
+
+
+def test_a_server_that_never_answers_the_handshake_is_unreachable_after_the_connect_timeout(
+    tls_api: KubeAPIServer, tmp_path: Path
+) -> None:
+    folder = tls_api.mount_service_account(tmp_path / "sa")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never speaks TLS
+        address = f"https://127.0.0.1:{silent.getsockname()[1]}"
+        account = ServiceAccount(address, folder / "token", folder / "ca.crt")
+        with pytest.raises(rest.Unreachable) as caught:
+            rest.call_json(account, "GET", PCS, timeout=(0.3, 30))
+    assert caught.value.kind == "ConnectTimeout" and not isinstance(caught.value, rest.ReadTimeout)
+
+
 def test_a_rotated_token_is_used_within_a_minute(tls_api: KubeAPIServer, tmp_path: Path) -> None:
-    folder = mount(tmp_path / "sa", tls_api)
+    folder = tls_api.mount_service_account(tmp_path / "sa")
     clock = Clock()
     account = ServiceAccount(tls_api.url, folder / "token", folder / "ca.crt", clock=clock)
     assert rest.call_json(account, "GET", PCS)["items"]
@@ -86,7 +106,7 @@ def test_a_rotated_token_is_used_within_a_minute(tls_api: KubeAPIServer, tmp_pat
 def test_a_token_file_missing_for_a_moment_keeps_the_last_token(
     tls_api: KubeAPIServer, tmp_path: Path
 ) -> None:
-    folder = mount(tmp_path / "sa", tls_api)
+    folder = tls_api.mount_service_account(tmp_path / "sa")
     clock = Clock()
     account = ServiceAccount(tls_api.url, folder / "token", folder / "ca.crt", clock=clock)
     (folder / "token").unlink()
@@ -97,7 +117,9 @@ def test_a_token_file_missing_for_a_moment_keeps_the_last_token(
 def test_a_reflector_syncs_and_watches_through_the_service_account(
     tls_api: KubeAPIServer, tmp_path: Path
 ) -> None:
-    account = ServiceAccount.from_environment(environment(tls_api), mount(tmp_path / "sa", tls_api))
+    account = ServiceAccount.from_environment(
+        environment(tls_api), tls_api.mount_service_account(tmp_path / "sa")
+    )
     cache = ObjectCache()
     reflector = Reflector(account, PCS, cache, name="in-cluster-test", **FAST)
     reflector.start()

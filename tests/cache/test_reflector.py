@@ -1,7 +1,7 @@
 """The reflector against the test API server over real HTTP: list, watch, and recovery from every fault.
 
 After each fault the cache must equal the server exactly (same objects at the same resourceVersions):
-no lost object, no phantom one.
+no lost object, no phantom one. Each test runs on both transports (tests/cache/conftest.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ PODS = "/api/v1/pods"
 
 
 @pytest.fixture
-def reflect(api: KubeAPIServer) -> Iterator[Callable[..., tuple[Reflector, ObjectCache]]]:
+def reflect(
+    api: KubeAPIServer, connect: Callable[[KubeAPIServer], rest.Client]
+) -> Iterator[Callable[..., tuple[Reflector, ObjectCache]]]:
     """Start reflectors (name unique per test, for metrics) into fresh caches; stopped at teardown."""
     started: list[Reflector] = []
 
@@ -40,7 +42,7 @@ def reflect(api: KubeAPIServer) -> Iterator[Callable[..., tuple[Reflector, Objec
         cache = ObjectCache()
         server = server or api
         name = kwargs.pop("name", unique("test"))
-        reflector = Reflector(server.api_client(), path, cache, name=name, **{**FAST, **kwargs})
+        reflector = Reflector(connect(server), path, cache, name=name, **{**FAST, **kwargs})
         reflector.start()
         started.append(reflector)
         return reflector, cache
@@ -194,8 +196,8 @@ def test_410_mid_stream_relists_and_drops_phantoms(api: KubeAPIServer, reflect) 
 
 
 @pytest.mark.parametrize("gone_as_http", [False, True], ids=["error-event", "http-410"])
-def test_410_on_reconnect_relists(gone_as_http: bool, reflect) -> None:
-    with KubeAPIServer(gone_as_http=gone_as_http, bookmark_interval=0.2) as api:
+def test_410_on_reconnect_relists(gone_as_http: bool, new_api: Callable[..., KubeAPIServer], reflect) -> None:
+    with new_api(gone_as_http=gone_as_http, bookmark_interval=0.2) as api:
         api.create("priorityclasses", pc("doomed", 1))
         reflector, cache = reflect(server=api)
         assert reflector.wait_synced(5)
@@ -287,8 +289,8 @@ def test_not_synced_while_the_api_fails_from_the_start(api: KubeAPIServer, refle
     converge(cache, api)
 
 
-def test_unreachable_api_retries_until_it_answers(reflect) -> None:
-    api = KubeAPIServer()
+def test_unreachable_api_retries_until_it_answers(new_api: Callable[..., KubeAPIServer], reflect) -> None:
+    api = new_api()
     reflector, _ = reflect(server=api.start())
     assert reflector.wait_synced(5)
     api.stop()  # connection refused from now on
@@ -320,8 +322,8 @@ def test_kubeconfig_token_is_sent_and_never_logged(tmp_path, caplog: pytest.LogC
     assert "top-secret-token" not in caplog.text
 
 
-def test_stop_interrupts_an_open_watch_at_once(api: KubeAPIServer) -> None:
-    reflector = Reflector(api.api_client(), PCS, ObjectCache(), name=unique("stopper"), read_timeout=60)
+def test_stop_interrupts_an_open_watch_at_once(api: KubeAPIServer, client: rest.Client) -> None:
+    reflector = Reflector(client, PCS, ObjectCache(), name=unique("stopper"), read_timeout=60)
     reflector.start()
     assert reflector.wait_synced(5)
     wait_for(lambda: api.open_watches == 1)
@@ -442,7 +444,11 @@ HOUR_SCALE = 0.005  # one API second is 5 ms: an hour of 5-10 minute watches in 
 
 
 @pytest.mark.parametrize("bookmark_every", [math.inf, 60 * HOUR_SCALE], ids=["no-bookmarks", "bookmark-1min"])
-def test_after_an_hour_of_quiet_every_worker_sees_a_change_within_a_second(bookmark_every: float) -> None:
+def test_after_an_hour_of_quiet_every_worker_sees_a_change_within_a_second(
+    bookmark_every: float,
+    new_api: Callable[..., KubeAPIServer],
+    connect: Callable[[KubeAPIServer], rest.Client],
+) -> None:
     """The production settings (timeouts and backoff as `serve` uses them, the client's read timeout scaled
     with the API server's clock) on a cluster where nothing changes for an hour. Every watch ends by the
     server's timeoutSeconds and is re-opened at once: no failure, no backoff, a watch always open. A quiet
@@ -450,9 +456,9 @@ def test_after_an_hour_of_quiet_every_worker_sees_a_change_within_a_second(bookm
     cap and no watch was open while it waited (a class change was seen up to 30 s late)."""
     from webhook.kube.class_store import ClusterClassStore
 
-    with KubeAPIServer(bookmark_interval=bookmark_every, time_scale=HOUR_SCALE) as api:
+    with new_api(bookmark_interval=bookmark_every, time_scale=HOUR_SCALE) as api:
         stores = [
-            ClusterClassStore(api.api_client(), name=unique(f"worker-{i}"), read_timeout=75 * HOUR_SCALE)
+            ClusterClassStore(connect(api), name=unique(f"worker-{i}"), read_timeout=75 * HOUR_SCALE)
             for i in range(4)
         ]
         for store in stores:
@@ -499,6 +505,7 @@ def logged_delays(caplog: pytest.LogCaptureFixture, reflector: Reflector) -> lis
     [
         (rest.Unreachable("connection refused", "NewConnectionError"), 1.0),
         (rest.ReadTimeout("read timed out", "ReadTimeoutError"), 1.0),
+        (rest.Broken("connection broken: IncompleteRead", "IncompleteRead"), 1.0),
         (rest.ApiError(500, message="etcdserver: request timed out"), 1.0),
         (rest.ApiError(503, message="not ready"), 1.0),
         (rest.ApiError(429, "TooManyRequests"), 30.0),

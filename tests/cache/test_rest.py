@@ -1,14 +1,20 @@
-"""The REST layer against the test API server: quoted paths, JSON in and out, typed errors, streams."""
+"""The REST layer against the test API server: quoted paths, JSON in and out, typed errors, streams, on
+both transports (tests/cache/conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
+from testkit.wait import wait_for
 from webhook.kube import rest
+from webhook.kube.incluster import ServiceAccount
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -39,8 +45,7 @@ def test_paths_quote_every_name(path: str, want: str) -> None:
     assert path == want
 
 
-def test_json_in_and_out(api: KubeAPIServer) -> None:
-    client = api.api_client()
+def test_json_in_and_out(api: KubeAPIServer, client: rest.Client) -> None:
     created = rest.call_json(client, "POST", rest.collection(rest.CORE_V1, "pods", "ns"), pod("web"))
     assert created["metadata"]["uid"]
     read = rest.call_json(client, "GET", rest.pod_path("ns", "web"))
@@ -52,10 +57,10 @@ def test_json_in_and_out(api: KubeAPIServer) -> None:
     assert api.requests[-1].query == {"fieldSelector": "metadata.name=web"}
 
 
-def test_a_name_never_becomes_path_syntax(api: KubeAPIServer) -> None:
+def test_a_name_never_becomes_path_syntax(api: KubeAPIServer, client: rest.Client) -> None:
     api.create("pods", pod("web"), namespace="ns")
     with pytest.raises(rest.ApiError) as caught:
-        rest.call_json(api.api_client(), "GET", rest.pod_path("ns", "web/status"))
+        rest.call_json(client, "GET", rest.pod_path("ns", "web/status"))
     assert caught.value.status == 404
     assert api.requests[-1].path == "/api/v1/namespaces/ns/pods/web%2Fstatus"
 
@@ -70,20 +75,20 @@ def test_a_name_never_becomes_path_syntax(api: KubeAPIServer) -> None:
     ],
 )
 def test_a_refusal_is_an_api_error_with_the_status_fields(
-    api: KubeAPIServer, status: int, reason: str, http_reason: str
+    api: KubeAPIServer, client: rest.Client, status: int, reason: str, http_reason: str
 ) -> None:
     api.fail_next(1, status)
     with pytest.raises(rest.ApiError) as caught:
-        rest.call_json(api.api_client(), "GET", rest.collection(rest.CORE_V1, "pods"))
+        rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"))
     err = caught.value
     assert (err.status, err.reason, err.http_reason) == (status, reason, http_reason)
     assert err.message == f"injected fault: HTTP {status}"
     assert str(err) == f"HTTP {status}: injected fault: HTTP {status}"
 
 
-def test_missing_object_is_not_found(api: KubeAPIServer) -> None:
+def test_missing_object_is_not_found(api: KubeAPIServer, client: rest.Client) -> None:
     with pytest.raises(rest.ApiError) as caught:
-        rest.call_json(api.api_client(), "GET", rest.pod_path("ns", "nobody"))
+        rest.call_json(client, "GET", rest.pod_path("ns", "nobody"))
     assert (caught.value.status, caught.value.reason) == (404, "NotFound")
     assert caught.value.summary == 'pods "nobody" not found'
 
@@ -105,10 +110,18 @@ def test_answers_without_a_status_still_give_a_reason(
     assert err.summary == (message or "Reason Phrase")
 
 
-def test_no_server_is_unreachable(api: KubeAPIServer) -> None:
+def nowhere(api: KubeAPIServer, transport: str, folder: Path) -> rest.Client:
+    """A client of the transport under test for the discard port, where nothing listens."""
+    if transport == "in-cluster":
+        mounted = api.mount_service_account(folder)
+        return ServiceAccount("https://127.0.0.1:9", mounted / "token", mounted / "ca.crt")
     client = api.api_client()
-    client.configuration.host = "http://127.0.0.1:9"  # discard port: connection refused
-    client.rest_client.pool_manager.clear()
+    client.configuration.host = "http://127.0.0.1:9"
+    return client
+
+
+def test_no_server_is_unreachable(api: KubeAPIServer, transport: str, tmp_path: Path) -> None:
+    client = nowhere(api, transport, tmp_path / "sa")
     with pytest.raises(rest.Unreachable) as caught:
         rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"), timeout=2)
     assert caught.value.kind and not isinstance(caught.value, rest.ReadTimeout)
@@ -116,13 +129,12 @@ def test_no_server_is_unreachable(api: KubeAPIServer) -> None:
         rest.stream(client, "/api/v1/pods", {}, connect_timeout=2, read_timeout=2)
 
 
-def test_a_silent_server_is_a_read_timeout_on_a_stream(api: KubeAPIServer) -> None:
+def test_a_silent_server_is_a_read_timeout_on_a_stream(api: KubeAPIServer, client: rest.Client) -> None:
     with api.stalled(), pytest.raises(rest.ReadTimeout):
-        rest.stream(api.api_client(), "/api/v1/pods", {}, connect_timeout=2, read_timeout=0.3)
+        rest.stream(client, "/api/v1/pods", {}, connect_timeout=2, read_timeout=0.3)
 
 
-def test_a_stream_gives_the_watch_events_line_by_line(api: KubeAPIServer) -> None:
-    client = api.api_client()
+def test_a_stream_gives_the_watch_events_line_by_line(api: KubeAPIServer, client: rest.Client) -> None:
     listed = rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"))
     version = listed["metadata"]["resourceVersion"]
     api.create("pods", pod("one"), namespace="ns")
@@ -142,8 +154,84 @@ def test_a_stream_gives_the_watch_events_line_by_line(api: KubeAPIServer) -> Non
     assert added == ["one", "two"]
 
 
-def test_a_refused_stream_is_an_api_error(api: KubeAPIServer) -> None:
+def test_a_refused_stream_is_an_api_error(api: KubeAPIServer, client: rest.Client) -> None:
     api.fail_next(1, 410)
     with pytest.raises(rest.ApiError) as caught:
-        rest.stream(api.api_client(), "/api/v1/pods", {"watch": "1"}, connect_timeout=2, read_timeout=2)
+        rest.stream(client, "/api/v1/pods", {"watch": "1"}, connect_timeout=2, read_timeout=2)
     assert (caught.value.status, caught.value.reason) == (410, "Expired")
+
+
+# -- connections: kept alive, found closed, cut, never a request sent twice ----------------------------------
+PODS = rest.collection(rest.CORE_V1, "pods")
+
+
+def test_requests_share_one_kept_alive_connection(api: KubeAPIServer, client: rest.Client) -> None:
+    for _ in range(5):
+        rest.call_json(client, "GET", PODS)
+    assert api.connections_accepted == 1
+
+
+def test_a_kept_alive_connection_the_server_closed_while_idle_is_not_an_error(
+    api: KubeAPIServer, client: rest.Client
+) -> None:
+    rest.call_json(client, "GET", PODS)
+    assert api.close_idle_connections() == 1
+    created = rest.call_json(client, "POST", rest.collection(rest.CORE_V1, "pods", "ns"), pod("after"))
+    assert created["metadata"]["name"] == "after"
+    assert [r.method for r in api.requests] == ["GET", "POST"]  # sent once, on a new connection
+    assert api.connections_accepted == 2
+
+
+def test_a_read_cut_as_it_arrives_on_a_kept_alive_connection_is_sent_again(
+    api: KubeAPIServer, client: rest.Client
+) -> None:
+    rest.call_json(client, "GET", PODS)
+    api.hang_up_next(1)  # the server closes the connection as the next request arrives
+    assert rest.call_json(client, "GET", PODS)["items"] == []
+    assert [r.method for r in api.requests] == ["GET", "GET", "GET"]
+
+
+def test_an_eviction_the_server_may_have_received_is_never_sent_twice(
+    api: KubeAPIServer, client: rest.Client
+) -> None:
+    api.create("pods", pod("victim"), namespace="ns")
+    rest.call_json(client, "GET", PODS)  # a kept-alive connection to reuse
+    api.hang_up_next(1)
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "victim", "namespace": "ns"},
+    }
+    with pytest.raises(rest.Broken):
+        rest.call_json(client, "POST", rest.pod_path("ns", "victim", "eviction"), eviction)
+    assert [r.method for r in api.requests] == ["GET", "POST"]
+    assert api.get("pods", "victim", "ns") is not None
+
+
+def test_a_watch_cut_mid_stream_is_broken(api: KubeAPIServer, client: rest.Client) -> None:
+    watch = rest.stream(client, PODS, {"watch": "1"}, connect_timeout=2, read_timeout=5)
+    try:
+        wait_for(lambda: api.open_watches == 1)
+        api.drop_watches()
+        with pytest.raises(rest.Broken):
+            list(watch.lines())
+    finally:
+        watch.release()
+    assert rest.call_json(client, "GET", PODS)["items"] == []  # the pool goes on with a new connection
+
+
+def test_shutdown_ends_a_read_waiting_on_another_thread(api: KubeAPIServer, client: rest.Client) -> None:
+    watch = rest.stream(client, PODS, {"watch": "1"}, connect_timeout=2, read_timeout=60)
+    ended = threading.Event()
+
+    def read() -> None:
+        with contextlib.suppress(rest.RestError):
+            list(watch.lines())
+        ended.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_for(lambda: api.open_watches == 1)
+    watch.shutdown()
+    assert ended.wait(5), "the read went on after shutdown()"
+    watch.release()

@@ -5,7 +5,7 @@ and scrapes without them, and builds the app only for a request nothing else ans
 `serving-without-flask` contract says so of the import graph; this says so of the processes: the master
 and its workers run against the test API server with a service account as the kubelet mounts it, are
 probed, scraped and sent reviews (small ones on the loop, a large one in a thread), and their
-`-X importtime` report lists what they loaded.
+`-X importtime` report lists what they loaded. Nor does a replica in a pod load urllib3.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def test_a_replica_answers_probes_scrapes_and_reviews_without_the_web_framework(
             loaded = {name.split(".")[0] for name in modules_in(server.log())}
             assert "prometheus_client" in loaded and "gunicorn" in loaded  # the report lists what ran
             assert loaded & WEB_FRAMEWORK == set(), sorted(loaded & WEB_FRAMEWORK)
+            assert "urllib3" not in loaded  # a pod's requests go on http.client (webhook.kube.https_pool)
 
             # Anything else reaches the app, built then: the check above can fail, and the answer is ours.
             unknown = server.session.get(server.url + "/nowhere", timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,10 @@ def single_process_metrics() -> None:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    with KubeAPIServer(graceful_pods=True, bookmark_interval=0.2) as api:
+    # As the chart runs the sidecar: in a pod, over TLS with its service account's token.
+    with KubeAPIServer(
+        graceful_pods=True, bookmark_interval=0.2, tls=True, token=secrets.token_urlsafe(16)
+    ) as api:
         recorder = install(api)
         api.create("nodes", node())
         api.create("nodes", node("node-b"))
@@ -75,7 +79,7 @@ def sidecar(cluster: Cluster) -> Iterator[Callable[..., Sidecar]]:
         kw.setdefault("backoff_max", 0.2)
         kw.setdefault("resync_seconds", 0.2)
         kw.setdefault("reflector_options", {"backoff_initial": 0.05, "backoff_max": 0.2})
-        agent = Sidecar(cluster.api.api_client(), settings, **kw)
+        agent = Sidecar(cluster.api.service_account(), settings, **kw)
         agent.start()
         started.append(agent)
         assert agent.wait_ready(10), "sidecar did not sync"

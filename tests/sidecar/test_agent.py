@@ -259,7 +259,7 @@ def test_record_written_on_a_stale_view_is_refused(cluster, sidecar):
     from webhook.sidecar.agent import Sidecar
 
     crit = cluster.add(rejected("crit"))
-    agent = Sidecar(cluster.api.api_client(), Settings(node_name="node-a"))
+    agent = Sidecar(cluster.api.service_account(), Settings(node_name="node-a"))
     stale = json.loads(json.dumps(crit))
     crit["metadata"]["labels"]["touched"] = "yes"
     cluster.api.update("pods", crit, "default")

@@ -8,6 +8,7 @@ from testkit.kubeapi.eviction import MULTIPLE_PDBS_MESSAGE, PDB_MESSAGE
 from tests.sidecar.fixtures import pod
 from webhook.kube import eviction
 from webhook.kube.events import EventRecorder, event_body
+from webhook.kube.incluster import ServiceAccount
 
 
 def pdb(name: str, allowed: int, labels: dict[str, str] | None = None) -> dict:
@@ -21,7 +22,7 @@ def pdb(name: str, allowed: int, labels: dict[str, str] | None = None) -> dict:
 
 @pytest.fixture
 def client(cluster):
-    return cluster.api.api_client()
+    return cluster.api.service_account()
 
 
 def test_eviction_created_deletes_gracefully(cluster, client):
@@ -97,10 +98,9 @@ def test_injected_server_error(cluster, client):
     assert eviction.evict(client, "default", "web", victim["metadata"]["uid"]).ok
 
 
-def test_unreachable_api_is_an_outcome_not_an_exception(cluster):
-    client = cluster.api.api_client()
-    client.configuration.host = "http://127.0.0.1:9"  # discard port: connection refused
-    client.rest_client.pool_manager.clear()
+def test_unreachable_api_is_an_outcome_not_an_exception(cluster, tmp_path):
+    folder = cluster.api.mount_service_account(tmp_path / "sa")
+    client = ServiceAccount("https://127.0.0.1:9", folder / "token", folder / "ca.crt")  # nothing listens
     outcome = eviction.evict(client, "default", "web", "u", timeout=2)
     assert (outcome.ok, outcome.status, outcome.reason) == (False, 0, "Unreachable")
 

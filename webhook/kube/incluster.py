@@ -4,8 +4,9 @@ A pod reaches the API server the way the kubelet set it up: the address in `KUBE
 `KUBERNETES_SERVICE_PORT`, the cluster CA and a bearer token in files under
 /var/run/secrets/kubernetes.io/serviceaccount. That is all the client's in-cluster loader reads, but
 importing the client costs a sidecar most of its memory (about 530 modules and 35 MiB) for an `ApiClient`
-whose only part used here is urllib3's pool; so this module reads the same files and variables and hands
-webhook.kube.rest a urllib3 pool verifying the server against that CA.
+whose only part used here is urllib3's pool; so this module reads the same files and variables and sends
+webhook.kube.rest's requests on a pool of its own verifying the server against that CA
+(webhook.kube.https_pool: the standard library's http.client, not urllib3, for the same reason).
 
 The kubelet rotates the projected token (about hourly, long before it expires): the file is read again at
 most once a minute, as the client and client-go do, so a rotated token is used within a minute and most
@@ -16,17 +17,18 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlencode
-
-import urllib3
+from urllib.parse import urlencode, urlsplit
 
 from webhook import __version__
 from webhook.kube import ConfigError
+from webhook.kube.https_pool import ConnectionPool, PooledAnswer, SocketOption
+from webhook.kube.transport import Request
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 HOST_ENV = "KUBERNETES_SERVICE_HOST"
@@ -41,9 +43,8 @@ POOL_SIZE = 10
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 15, 9
 
 
-def _socket_options() -> list[tuple[int, int, int]]:
-    options = [*urllib3.connection.HTTPConnection.default_socket_options]  # TCP_NODELAY
-    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+def _socket_options() -> list[SocketOption]:
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]  # http.client sets TCP_NODELAY itself
     for name, value in (
         ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
         ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
@@ -78,13 +79,21 @@ class ServiceAccount:
         self._lock = threading.Lock()
         self._token = self._read_token()
         self._read_at = clock()
-        self.pool_manager = urllib3.PoolManager(
-            num_pools=1,
+        address = urlsplit(server)
+        self._pool = ConnectionPool(
+            address.hostname or "",
+            address.port or 443,
+            self._tls_context,
             maxsize=POOL_SIZE,
-            cert_reqs="CERT_REQUIRED",
-            ca_certs=str(self.ca_file),
             socket_options=_socket_options(),
         )
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """TLS 1.2 or newer, the server verified against the mounted CA (read again for each connection:
+        the kubelet updates the file when the cluster's CA bundle changes)."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return context
 
     @classmethod
     def from_environment(
@@ -131,14 +140,21 @@ class ServiceAccount:
                     self._read_at = now
             return self._token
 
-    def target(self, path: str, query: Mapping[str, str] | None, headers: dict[str, str]) -> str:
-        """The URL of `path?query`; `headers` gain the credentials and the user agent."""
-        headers["Authorization"] = f"Bearer {self.token()}"
-        headers["User-Agent"] = USER_AGENT
-        return f"{self.server}{path}?{urlencode(query)}" if query else f"{self.server}{path}"
+    def send(self, request: Request) -> PooledAnswer:
+        """The request with the token of the moment and our user agent (webhook.kube.rest)."""
+        target = f"{request.path}?{urlencode(request.query)}" if request.query else request.path
+        credentials = {"Authorization": f"Bearer {self.token()}", "User-Agent": USER_AGENT}
+        return self._pool.request(
+            request.method,
+            target,
+            headers={**request.headers, **credentials},
+            body=request.body,
+            timeout=request.timeout,
+            retry=request.retry,
+        )
 
     def close(self) -> None:
-        self.pool_manager.clear()
+        self._pool.clear()
 
     def __enter__(self) -> ServiceAccount:
         return self

@@ -332,10 +332,10 @@ class Reflector:
 
 
 def _summary(err: Exception) -> str:
-    """One line, no request headers: urllib3 errors can be long and nested."""
+    """One line, no request headers: urllib3's errors can be long and nested."""
     if isinstance(err, rest.ReadTimeout):
         return "read timed out"
-    if isinstance(err, rest.Unreachable) and err.kind == "ProtocolError":
+    if isinstance(err, rest.Broken):
         return "connection broken"
     text = str(err).splitlines()[0] if str(err) else ""
     return f"{type(err).__name__}: {text}"[:300]
