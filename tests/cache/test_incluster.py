@@ -145,6 +145,11 @@ def test_a_reflector_syncs_and_watches_through_the_service_account(
             {"token": "t", "ca.crt": "pem"},
             "is empty",
         ),
+        (
+            {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "https"},
+            {"token": "t", "ca.crt": "pem"},
+            "KUBERNETES_SERVICE_PORT is not a port number: 'https'",
+        ),
         ({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}, {"token": "t"}, "ca.crt"),
         (
             {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"},
@@ -162,7 +167,7 @@ def test_a_reflector_syncs_and_watches_through_the_service_account(
             "token is empty",
         ),
     ],
-    ids=["no-variables", "empty-host", "no-ca", "empty-ca", "no-token", "empty-token"],
+    ids=["no-variables", "empty-host", "bad-port", "no-ca", "empty-ca", "no-token", "empty-token"],
 )
 def test_outside_a_pod_is_a_one_line_config_error(
     tmp_path: Path, env: dict[str, str], files: dict[str, str], problem: str

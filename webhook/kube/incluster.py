@@ -107,6 +107,8 @@ class ServiceAccount:
             raise ConfigError(f"in-cluster service account: {HOST_ENV} and {PORT_ENV} are not set")
         if not host or not port:
             raise ConfigError(f"in-cluster service account: {HOST_ENV} or {PORT_ENV} is empty")
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(f"in-cluster service account: {PORT_ENV} is not a port number: {port!r}")
         ca_file = directory / "ca.crt"
         try:
             if not ca_file.read_bytes().strip():
