@@ -113,7 +113,8 @@ class ConnectionPool:
             raise _broken(failed.cause) from None
 
     def clear(self) -> None:
-        """Close the idle connections (those in use close when released); the pool stays usable."""
+        """Close the idle connections; the pool stays usable (as urllib3's clear(): connections in use still
+        come back to it when released)."""
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
