@@ -38,6 +38,11 @@ SocketOption = tuple[int, int, int]
 FAILURES = (http.client.HTTPException, OSError)
 
 
+def host_port(host: str, port: str | int) -> str:
+    """`host:port`, an IPv6 address in brackets (Go's net.JoinHostPort)."""
+    return f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"
+
+
 class _Connection(http.client.HTTPSConnection):
     """http.client's connection with the pool's socket options, set once connected."""
 
@@ -76,6 +81,7 @@ class ConnectionPool:
     ) -> None:
         self.host = host
         self.port = port
+        self.address = host_port(host, port)
         self._context = context
         self._maxsize = maxsize
         self._options = tuple(socket_options)
@@ -138,7 +144,7 @@ class ConnectionPool:
         conn.close()
 
     def _connect(self, timeout: float) -> _Connection:
-        where = f"{self.host}:{self.port}"
+        where = self.address
         try:
             conn = _Connection(self.host, self.port, self._context(), timeout, self._options)
         except (OSError, ValueError) as err:  # the CA file unreadable or not PEM
@@ -171,7 +177,7 @@ class ConnectionPool:
             response = conn.getresponse()
         except TimeoutError:
             conn.close()
-            message = f"no answer from {self.host}:{self.port} in {read_timeout:g} s"
+            message = f"no answer from {self.address} in {read_timeout:g} s"
             raise ReadTimeout(message, "ReadTimeout") from None
         except FAILURES as err:
             raise _NothingAnswered(err, sent) from None
@@ -190,21 +196,13 @@ class PooledAnswer:
         self._response = response
 
     def read(self) -> bytes:
-        try:
+        with _mid_answer():
             return self._response.read()
-        except TimeoutError:
-            raise ReadTimeout("the server went silent mid-answer", "ReadTimeout") from None
-        except FAILURES as err:
-            raise _broken(err) from None
 
     def chunks(self) -> Iterator[bytes]:
         while True:
-            try:
+            with _mid_answer():
                 chunk = self._response.read1(CHUNK_BYTES)
-            except TimeoutError:
-                raise ReadTimeout("the server went silent mid-answer", "ReadTimeout") from None
-            except FAILURES as err:
-                raise _broken(err) from None
             if not chunk:
                 return
             yield chunk
@@ -235,6 +233,17 @@ def _still_open(conn: _Connection) -> bool:
         return not poller.poll(0)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def _mid_answer() -> Iterator[None]:
+    """A read of the body failing: the transport's errors."""
+    try:
+        yield
+    except TimeoutError:
+        raise ReadTimeout("the server went silent mid-answer", "ReadTimeout") from None
+    except FAILURES as err:
+        raise _broken(err) from None
 
 
 def _broken(err: BaseException) -> Broken:

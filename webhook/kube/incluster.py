@@ -27,7 +27,7 @@ from urllib.parse import urlencode, urlsplit
 
 from webhook import __version__
 from webhook.kube import ConfigError
-from webhook.kube.https_pool import ConnectionPool, PooledAnswer, SocketOption
+from webhook.kube.https_pool import ConnectionPool, PooledAnswer, SocketOption, host_port
 from webhook.kube.transport import Request
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -53,11 +53,6 @@ def _socket_options() -> list[SocketOption]:
         if hasattr(socket, name):
             options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
     return options
-
-
-def _host_port(host: str, port: str) -> str:
-    """`host:port`, an IPv6 address in brackets (Go's net.JoinHostPort)."""
-    return f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"
 
 
 class ServiceAccount:
@@ -115,7 +110,7 @@ class ServiceAccount:
                 raise ConfigError(f"in-cluster service account: {ca_file} is empty")
         except OSError as err:
             raise ConfigError(f"in-cluster service account: {ca_file}: {err.strerror or err}") from None
-        return cls(f"https://{_host_port(host, port)}", directory / "token", ca_file)
+        return cls(f"https://{host_port(host, port)}", directory / "token", ca_file)
 
     def _read_token(self) -> str:
         try:

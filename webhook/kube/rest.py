@@ -127,6 +127,14 @@ def _send(
     return apiclient.send(client, request)
 
 
+def _read_and_release(answer: Answer) -> bytes:
+    """The whole body; the connection goes back to the pool whatever happens."""
+    try:
+        return answer.read()
+    finally:
+        answer.release()
+
+
 def call_json(
     client: Client,
     method: str,
@@ -139,10 +147,7 @@ def call_json(
 ) -> Any:
     """One request with a JSON body (None: no body); the decoded JSON answer (None when empty)."""
     answer = _send(client, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-    try:
-        raw = answer.read()
-    finally:
-        answer.release()
+    raw = _read_and_release(answer)
     if not 200 <= answer.status <= 299:
         raise ApiError.from_answer(answer.status, answer.reason, raw)
     if not raw:
@@ -210,8 +215,4 @@ def stream(
     answer = _send(client, "GET", path, query=query, timeout=(connect_timeout, read_timeout), retry=False)
     if answer.status == 200:
         return Stream(answer)
-    try:
-        raw = answer.read()
-    finally:
-        answer.release()
-    raise ApiError.from_answer(answer.status, answer.reason, raw)
+    raise ApiError.from_answer(answer.status, answer.reason, _read_and_release(answer))
