@@ -218,11 +218,12 @@ class KubeAPIServer:
         (folder / "ca.crt").write_bytes(self.certificates.ca.read_bytes())
         return folder
 
-    def service_account(self) -> ServiceAccount:
-        """A pod's client of this server (webhook.kube.incluster), mounted in a folder of the server's own."""
+    def service_account(self, server: str | None = None) -> ServiceAccount:
+        """A pod's client of this server (webhook.kube.incluster), mounted in a folder of the server's own;
+        with `server`, the same service account pointed elsewhere (nothing listening, a silent peer)."""
         assert self._cert_dir is not None, "in-cluster needs TLS"
         folder = self.mount_service_account(Path(self._cert_dir.name) / "serviceaccount")
-        return ServiceAccount(self.url, folder / "token", folder / "ca.crt")
+        return ServiceAccount(server or self.url, folder / "token", folder / "ca.crt")
 
     def kubeconfig(self, path: str | Path, *, with_client_certificate: bool = True) -> str:
         """Write a kubeconfig for this server to `path`; returns the path."""

@@ -52,23 +52,14 @@ def test_requests_carry_the_token_and_verify_the_server(tls_api: KubeAPIServer, 
     account.close()
 
 
-def test_another_ca_is_refused(tls_api: KubeAPIServer, tmp_path: Path) -> None:
-    with KubeAPIServer(tls=True) as other:
-        assert other.certificates is not None
-        folder = tls_api.mount_service_account(tmp_path / "sa")
-        (folder / "ca.crt").write_bytes(other.certificates.ca.read_bytes())  # not the CA of tls_api
-        account = ServiceAccount.from_environment(environment(tls_api), folder)
-        with pytest.raises(rest.Unreachable):
-            rest.call_json(account, "GET", PCS, timeout=5)
-
-
-def test_a_ca_bundle_the_kubelet_updates_is_read_for_the_next_connection(
+def test_another_ca_is_refused_until_the_kubelet_updates_the_bundle(
     tls_api: KubeAPIServer, tmp_path: Path
 ) -> None:
+    """The CA file is read for each new connection: the bundle updated in place is used without a restart."""
     with KubeAPIServer(tls=True) as other:
         assert other.certificates is not None and tls_api.certificates is not None
         folder = tls_api.mount_service_account(tmp_path / "sa")
-        (folder / "ca.crt").write_bytes(other.certificates.ca.read_bytes())  # not yet the server's CA
+        (folder / "ca.crt").write_bytes(other.certificates.ca.read_bytes())  # not the CA of tls_api
         account = ServiceAccount.from_environment(environment(tls_api), folder)
         with pytest.raises(rest.Unreachable):
             rest.call_json(account, "GET", PCS, timeout=5)
@@ -77,12 +68,10 @@ def test_a_ca_bundle_the_kubelet_updates_is_read_for_the_next_connection(
 
 
 def test_a_server_that_never_answers_the_handshake_is_unreachable_after_the_connect_timeout(
-    tls_api: KubeAPIServer, tmp_path: Path
+    tls_api: KubeAPIServer,
 ) -> None:
-    folder = tls_api.mount_service_account(tmp_path / "sa")
     with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never speaks TLS
-        address = f"https://127.0.0.1:{silent.getsockname()[1]}"
-        account = ServiceAccount(address, folder / "token", folder / "ca.crt")
+        account = tls_api.service_account(f"https://127.0.0.1:{silent.getsockname()[1]}")
         with pytest.raises(rest.Unreachable) as caught:
             rest.call_json(account, "GET", PCS, timeout=(0.3, 30))
     assert caught.value.kind == "ConnectTimeout" and not isinstance(caught.value, rest.ReadTimeout)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -14,7 +13,6 @@ import pytest
 from testkit.kubeapi import KubeAPIServer
 from testkit.wait import wait_for
 from webhook.kube import rest
-from webhook.kube.incluster import ServiceAccount
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -110,18 +108,17 @@ def test_answers_without_a_status_still_give_a_reason(
     assert err.summary == (message or "Reason Phrase")
 
 
-def nowhere(api: KubeAPIServer, transport: str, folder: Path) -> rest.Client:
+def nowhere(api: KubeAPIServer, transport: str) -> rest.Client:
     """A client of the transport under test for the discard port, where nothing listens."""
     if transport == "in-cluster":
-        mounted = api.mount_service_account(folder)
-        return ServiceAccount("https://127.0.0.1:9", mounted / "token", mounted / "ca.crt")
+        return api.service_account("https://127.0.0.1:9")
     client = api.api_client()
     client.configuration.host = "http://127.0.0.1:9"
     return client
 
 
-def test_no_server_is_unreachable(api: KubeAPIServer, transport: str, tmp_path: Path) -> None:
-    client = nowhere(api, transport, tmp_path / "sa")
+def test_no_server_is_unreachable(api: KubeAPIServer, transport: str) -> None:
+    client = nowhere(api, transport)
     with pytest.raises(rest.Unreachable) as caught:
         rest.call_json(client, "GET", rest.collection(rest.CORE_V1, "pods"), timeout=2)
     assert caught.value.kind and not isinstance(caught.value, rest.ReadTimeout)

@@ -8,7 +8,6 @@ from testkit.kubeapi.eviction import MULTIPLE_PDBS_MESSAGE, PDB_MESSAGE
 from tests.sidecar.fixtures import pod
 from webhook.kube import eviction
 from webhook.kube.events import EventRecorder, event_body
-from webhook.kube.incluster import ServiceAccount
 
 
 def pdb(name: str, allowed: int, labels: dict[str, str] | None = None) -> dict:
@@ -98,9 +97,8 @@ def test_injected_server_error(cluster, client):
     assert eviction.evict(client, "default", "web", victim["metadata"]["uid"]).ok
 
 
-def test_unreachable_api_is_an_outcome_not_an_exception(cluster, tmp_path):
-    folder = cluster.api.mount_service_account(tmp_path / "sa")
-    client = ServiceAccount("https://127.0.0.1:9", folder / "token", folder / "ca.crt")  # nothing listens
+def test_unreachable_api_is_an_outcome_not_an_exception(cluster):
+    client = cluster.api.service_account("https://127.0.0.1:9")  # nothing listens
     outcome = eviction.evict(client, "default", "web", "u", timeout=2)
     assert (outcome.ok, outcome.status, outcome.reason) == (False, 0, "Unreachable")
 
