@@ -121,6 +121,20 @@ def etcd_binary(folder: Path) -> str:
     return str(own) if os.access(own, os.X_OK) else shutil.which("etcd") or str(own)
 
 
+def merged_flags(defaults: Sequence[str], overrides: Sequence[str]) -> list[str]:
+    """`defaults` with each `--name=value` of `overrides` in place of the default of that name, the rest
+    appended: a caller's flag wins. kube-apiserver itself does not let a later flag win: it appends a
+    repeated list flag (`--authorization-mode=RBAC --authorization-mode=Node,RBAC` is "RBAC, Node, RBAC",
+    and it exits: "has mode specified more than once")."""
+
+    def name(flag: str) -> str:
+        return flag.split("=", 1)[0]
+
+    given = {name(flag): flag for flag in overrides}
+    kept = [given.pop(name(flag), flag) for flag in defaults]
+    return kept + [flag for flag in overrides if given.get(name(flag)) == flag]
+
+
 def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports (all sockets held open together so none repeats)."""
     socks = []
@@ -322,29 +336,33 @@ class ControlPlane:
                 "kube-apiserver",
                 [
                     str(assets / "kube-apiserver"),
-                    "--advertise-address=127.0.0.1",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={api_port}",
-                    f"--etcd-servers={plane.etcd_url}",
-                    f"--cert-dir={workdir / 'apiserver-certs'}",
-                    f"--tls-cert-file={pki / 'apiserver.crt'}",
-                    f"--tls-private-key-file={pki / 'apiserver.key'}",
-                    f"--client-ca-file={pki / 'ca.crt'}",
-                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                    f"--service-account-key-file={pki / 'sa.pub'}",
-                    f"--service-account-signing-key-file={pki / 'sa.key'}",
-                    f"--service-cluster-ip-range={SERVICE_CIDR}",
-                    "--authorization-mode=RBAC",
-                    "--allow-privileged=true",
-                    "--endpoint-reconciler-type=none",
-                    f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-                    "--requestheader-allowed-names=front-proxy-client",
-                    "--requestheader-username-headers=X-Remote-User",
-                    "--requestheader-group-headers=X-Remote-Group",
-                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                    f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-                    f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-                    *apiserver_args,
+                    *merged_flags(
+                        [
+                            "--advertise-address=127.0.0.1",
+                            "--bind-address=127.0.0.1",
+                            f"--secure-port={api_port}",
+                            f"--etcd-servers={plane.etcd_url}",
+                            f"--cert-dir={workdir / 'apiserver-certs'}",
+                            f"--tls-cert-file={pki / 'apiserver.crt'}",
+                            f"--tls-private-key-file={pki / 'apiserver.key'}",
+                            f"--client-ca-file={pki / 'ca.crt'}",
+                            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                            f"--service-account-key-file={pki / 'sa.pub'}",
+                            f"--service-account-signing-key-file={pki / 'sa.key'}",
+                            f"--service-cluster-ip-range={SERVICE_CIDR}",
+                            "--authorization-mode=RBAC",
+                            "--allow-privileged=true",
+                            "--endpoint-reconciler-type=none",
+                            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                            "--requestheader-allowed-names=front-proxy-client",
+                            "--requestheader-username-headers=X-Remote-User",
+                            "--requestheader-group-headers=X-Remote-Group",
+                            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                        ],
+                        apiserver_args,
+                    ),
                 ],
                 plane.ready,
                 timeout,

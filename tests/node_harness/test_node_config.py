@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.envtest import SERVICE_CIDR
+from testkit.envtest import SERVICE_CIDR, merged_flags
 from testkit.node_config import (
     BRIDGE,
     PAUSE_IMAGE,
@@ -64,6 +64,7 @@ def test_containerd_has_everything_of_its_own() -> None:
     assert config["plugins"]["io.containerd.internal.v1.opt"]["path"] == str(LAYOUT.containerd_opt)
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == PAUSE_IMAGE and cri["restrict_oom_score_adj"] is True
+    assert cri["netns_mounts_under_state_dir"] is True
     assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(LAYOUT.cni_conf_dir), "max_conf_num": 1}
     runc = cri["containerd"]["runtimes"]["runc"]
     assert runc["runtime_type"] == "io.containerd.runc.v2" and runc["options"]["SystemdCgroup"] is False
@@ -86,6 +87,7 @@ def test_containerd_reads_the_configuration_as_written(tmp_path: Path) -> None:
     assert cri["sandbox_image"] == "localhost/p:1"
     assert cri["cni"]["conf_dir"] == str(layout.cni_conf_dir) and cri["cni"]["bin_dir"] == "/usr/lib/cni"
     assert cri["restrict_oom_score_adj"] is True
+    assert cri["netns_mounts_under_state_dir"] is True  # a key containerd did not know would not be dumped
     assert config["root"] == str(layout.containerd_root) and config["grpc"]["address"] == str(
         layout.containerd_socket
     )
@@ -177,3 +179,26 @@ def test_the_chart_gets_the_image_scripts_image_printed(reference: str, values: 
 def test_an_image_without_a_tag_is_refused() -> None:
     with pytest.raises(ValueError, match="has no tag"):
         image_values("registry:5000/pw")
+
+
+def test_the_node_flags_replace_envtest_s_own_rather_than_repeat_them() -> None:
+    """kube-apiserver appends a repeated list flag and exits on `RBAC,Node,RBAC`: each flag goes once."""
+    defaults = [
+        "--advertise-address=127.0.0.1",
+        "--bind-address=127.0.0.1",
+        "--authorization-mode=RBAC",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+    ]
+    flags = merged_flags(defaults, apiserver_args("10.244.250.1", in_tree_priority=False))
+    names = [flag.split("=", 1)[0] for flag in flags]
+    assert len(names) == len(set(names)), flags
+    assert flags[:5] == [
+        "--advertise-address=10.244.250.1",
+        "--bind-address=0.0.0.0",
+        "--authorization-mode=Node,RBAC",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=lease",
+    ]
+    assert "--disable-admission-plugins=Priority" in flags
+    assert merged_flags(defaults, ["--v=2", "--v=4"]) == [*defaults, "--v=4"]
