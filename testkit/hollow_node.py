@@ -12,7 +12,9 @@ own version.
     node.stop()
 
 It registers Node NAME with cpu 1, memory 3840Mi, pods `max_pods` (capacity = allocatable). It must run as
-root (it opens /dev/kmsg). Like the control plane, it receives SIGTERM when the test process dies
+root (it opens /dev/kmsg). Like every kubelet it makes iptables chains on the machine (`KUBE-IPTABLES-HINT`,
+`KUBE-KUBELET-CANARY`, `KUBE-FIREWALL`, in both families) and never removes them: the machine's rules are
+saved before the first hollow kubelet starts and what the kubelets added is undone when the last one stops. Like the control plane, it receives SIGTERM when the test process dies
 (`PR_SET_PDEATHSIG`), and every node still running is stopped at exit. Its log joins the plane's logs,
 so a failing test that tracks the plane gets the kubelet's tail in its report.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testkit import live
+from testkit import live, node_host
 from testkit.envtest import ControlPlane, Process, free_ports
 from testkit.wait import wait_for
 
@@ -35,6 +37,26 @@ KUBEMARK = "kubemark"
 # What the hollow node registers (kubemark's fake cadvisor): the tests size their pods against it.
 CPU_MILLIS = 1000
 MEMORY_BYTES = 3840 * 1024 * 1024
+
+
+class _MachineRules:
+    """The machine's iptables rules before the first of the running hollow kubelets started."""
+
+    saved: node_host.IptablesSnapshot | None = None
+    running: set[int] = set()  # id() of each HollowNode whose kubelet runs
+
+    @classmethod
+    def kubelet_starts(cls, node: object) -> None:
+        if not cls.running:
+            cls.saved = node_host.IptablesSnapshot.take()
+        cls.running.add(id(node))
+
+    @classmethod
+    def kubelet_stopped(cls, node: object) -> None:
+        cls.running.discard(id(node))
+        if not cls.running and cls.saved is not None:
+            saved, cls.saved = cls.saved, None
+            saved.restore()
 
 
 class HollowNodeUnavailable(RuntimeError):
@@ -113,12 +135,17 @@ class HollowNode:
         """Start the kubelet and wait until the Node reports Ready with a heartbeat from this run."""
         self.started_at = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         self._old_roots = frozenset(self._roots())
+        _MachineRules.kubelet_starts(self)
         self.process.start()
         wait_for(self._ready, timeout=timeout, interval=0.2, what=f"node {self.name} to be Ready")
 
     def stop(self) -> None:
-        """SIGTERM (the hollow kubelet stops at once); the Node and its pods stay in the API."""
-        self.process.stop(10.0)
+        """SIGTERM (the hollow kubelet stops at once); the Node and its pods stay in the API. The last running
+        hollow kubelet to stop takes the iptables chains they made away."""
+        try:
+            self.process.stop(10.0)
+        finally:
+            _MachineRules.kubelet_stopped(self)
 
     def close_process(self) -> None:
         """Stop the kubelet and remove its scratch files (what the process leaves when it exits)."""

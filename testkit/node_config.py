@@ -121,7 +121,8 @@ def containerd_config(layout: Layout, sandbox_image: str = PAUSE_IMAGE) -> str:
     """containerd 1.6's configuration (version 2) for the node: everything of its own (no folder outside the
     run folder but the shims' sockets in /run/containerd, which containerd 1.6 does not let one move), the CRI plugin with
     our pause image, runc through the v2 shim with cgroupfs (the kubelet's driver), the CNI bridge's
-    folders, and no OOM score below containerd's own (`restrict_oom_score_adj`)."""
+    folders, pod network namespaces under its state folder, and no OOM score below containerd's own
+    (`restrict_oom_score_adj`)."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     sections: list[tuple[str, dict[str, Any]]] = [
         (
@@ -137,7 +138,17 @@ def containerd_config(layout: Layout, sandbox_image: str = PAUSE_IMAGE) -> str:
         ("debug", {"level": "info"}),
         # The `opt` plugin's folder (default /opt/containerd, made at every start).
         ('plugins."io.containerd.internal.v1.opt"', {"path": layout.containerd_opt}),
-        (cri, {"sandbox_image": sandbox_image, "restrict_oom_score_adj": True, "enable_selinux": False}),
+        (
+            cri,
+            {
+                "sandbox_image": sandbox_image,
+                "restrict_oom_score_adj": True,
+                "enable_selinux": False,
+                # Pod network namespaces under the state folder, not the machine's /run/netns, where another
+                # program's bind mount once made them unremovable and pods stayed Terminating.
+                "netns_mounts_under_state_dir": True,
+            },
+        ),
         (
             f"{cri}.containerd",
             {"snapshotter": "overlayfs", "default_runtime_name": "runc"},
