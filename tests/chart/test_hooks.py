@@ -54,8 +54,14 @@ def test_configurations_are_created_only_after_the_webhook_answered(scenario: st
         config = r.one(kind, FULLNAME)
         assert hook_events(config) == GATE_EVENTS
         assert hook_weight(config) > hook_weight(wait), "Helm runs hooks by weight and waits for each Job"
-        assert config["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "before-hook-creation"
+        # Helm 4 applies a hook in place unless a policy deletes it first: never deleted by an upgrade or a
+        # rollback, so there is no moment without it.
+        assert config["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "hook-failed"
         assert config not in r.installed()
+    mutating, validating = (r.one(kind, FULLNAME) for kind in CONFIG_KINDS)
+    assert r.hooks("post-install").index(mutating) < r.hooks("post-install").index(validating), (
+        "the mutating configuration comes first: no moment with validation and no mutation"
+    )
     spec = wait["spec"]
     assert spec["backoffLimit"] == 0
     timeout = int(container(wait)["args"][3])

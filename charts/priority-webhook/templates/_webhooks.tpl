@@ -1,20 +1,35 @@
 {{/* Shared pieces of the two webhook configurations. */}}
 
-{{/* Metadata annotations of both configurations: the operator's, cert-manager's CA injection, and with
-the install gate the hook annotations that make Helm create them only after the readiness Job passed. */}}
+{{/* Metadata annotations of one configuration: the operator's, cert-manager's CA injection, and with the
+install gate the hook annotations that make Helm create them only after the readiness Job passed. Call with
+(list $ WEIGHT): the mutating one comes first (10), the validating one after it (11), so that no moment has
+validation without mutation.
+
+Helm 4 creates hooks by server-side apply, so a hook that Helm does not delete first is updated in place:
+the configurations' only delete policy is `hook-failed` (Helm never deletes them on upgrade or rollback; the
+pre-delete Job removes them on uninstall). Helm 3 creates hooks with a plain create, which fails on an object
+that exists: there the policy stays `before-hook-creation`, and an upgrade deletes and re-creates each one
+(docs/operations.md says what that costs). */}}
 {{- define "priority-webhook.webhookAnnotations" -}}
-{{- $annotations := deepCopy (.Values.admission.annotations | default dict) -}}
-{{- if eq .Values.certificates.mode "certManager" -}}
-{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" .Release.Namespace (include "priority-webhook.tlsSecretName" .)) -}}
+{{- $root := index . 0 -}}
+{{- $annotations := deepCopy ($root.Values.admission.annotations | default dict) -}}
+{{- if eq $root.Values.certificates.mode "certManager" -}}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" $root.Release.Namespace (include "priority-webhook.tlsSecretName" $root)) -}}
 {{- end -}}
-{{- if .Values.admission.installGate.enabled -}}
+{{- if $root.Values.admission.installGate.enabled -}}
 {{- $_ := set $annotations "helm.sh/hook" "post-install,post-upgrade,post-rollback" -}}
-{{- $_ := set $annotations "helm.sh/hook-weight" "10" -}}
-{{- $_ := set $annotations "helm.sh/hook-delete-policy" "before-hook-creation" -}}
+{{- $_ := set $annotations "helm.sh/hook-weight" (index . 1) -}}
+{{- $_ := set $annotations "helm.sh/hook-delete-policy" (ternary "hook-failed" "before-hook-creation" (include "priority-webhook.hooksApplyInPlace" $root | eq "true")) -}}
 {{- end -}}
 {{- with $annotations -}}
 {{- toYaml . -}}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" where Helm applies hooks in place (Helm 4: server-side apply), so the gated configurations are
+never deleted by an upgrade or a rollback. */}}
+{{- define "priority-webhook.hooksApplyInPlace" -}}
+{{- semverCompare ">=4.0.0-0" .Capabilities.HelmVersion.Version -}}
 {{- end -}}
 
 {{/* Whether the mutating pod entries carry matchConditions: the value, else by Kubernetes version. */}}

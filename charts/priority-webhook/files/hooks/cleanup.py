@@ -1,7 +1,8 @@
 """Helm pre-delete hook: remove the webhook configurations before the webhook itself goes away.
 
 With the install gate they are hooks, which `helm uninstall` does not delete; removing them first also
-means no pod creation is refused while the webhook's pods stop. Usage: cleanup.py NAME
+means no pod creation is refused while the webhook's pods stop. The validating one goes first: a pod created
+between the two deletions is still mutated, never refused for a priority nobody set. Usage: cleanup.py NAME
 """
 
 import sys
@@ -15,8 +16,8 @@ def main(argv: list[str]) -> int:
     config.load_incluster_config()
     api = client.AdmissionregistrationV1Api()
     for kind, delete in (
-        ("mutatingwebhookconfiguration", api.delete_mutating_webhook_configuration),
         ("validatingwebhookconfiguration", api.delete_validating_webhook_configuration),
+        ("mutatingwebhookconfiguration", api.delete_mutating_webhook_configuration),
     ):
         try:
             delete(name)
