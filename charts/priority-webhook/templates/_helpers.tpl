@@ -101,18 +101,16 @@ Serving certificate material as YAML: {crt, key, ca, bundle, notAfter, dnsNames}
   mode generated:   from the chart (see priority-webhook.generatedTLS), computed once per render.
   mode certManager: nothing here (cert-manager writes the Secret and injects the CA).
   mode provided:    only the caBundle from values.
-  mode webhook:     none: the webhook writes it, and Helm never takes it over (a rollback applying a bundle
-                    of before a rotation would fight the webhook), but where Helm 3 re-creates the gated
-                    configurations on every upgrade: there the bundle the webhook keeps in its CA Secret, when
-                    Helm can look it up, so a re-created configuration never lacks it. An offline render (helm
-                    template, GitOps tools) stays the same on every sync.
+  mode webhook:     the bundle the webhook keeps in its CA Secret, when Helm can look it up (an install or
+                    upgrade on a cluster where the webhook already runs, or ran: uninstall leaves the Secret);
+                    else none: the webhook writes it. So a configuration Helm creates or applies always trusts
+                    the webhook's CA but on a first install (the webhook patches it within moments), and an
+                    offline render (helm template, GitOps tools) stays the same on every sync.
 */}}
 {{- define "priority-webhook.caBundle" -}}
 {{- if eq .Values.certificates.mode "webhook" -}}
-{{- if and .Values.admission.installGate.enabled (include "priority-webhook.hooksApplyInPlace" . | ne "true") -}}
 {{- $secret := lookup "v1" "Secret" .Release.Namespace (include "priority-webhook.caSecretName" .) | default dict -}}
 {{- dig "data" "ca-bundle.crt" "" $secret -}}
-{{- end -}}
 {{- else if eq .Values.certificates.mode "generated" -}}
 {{- (include "priority-webhook.tlsMaterial" . | fromYaml).bundle | b64enc -}}
 {{- else if eq .Values.certificates.mode "provided" -}}
