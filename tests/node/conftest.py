@@ -19,7 +19,7 @@ was found), then starts the second. A failing test gets the tail of every log of
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,12 @@ import pytest
 
 from testkit import node_images, node_parts
 from testkit.node import Node
+from tests.node.release import Release
 
 _HERE = Path(__file__).parent
 _NOT_RUN: list[str] = []
 _RAN: dict[str, int] = {}
+_FIGURES: list[str] = []
 _NODES = pytest.StashKey[Node]()
 MODES = ("in-tree-on", "in-tree-off")
 
@@ -49,6 +51,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     reason = node_parts.unavailable()
     if reason is None:
+        # A test's budget holds what its session fixtures do first: the image built (on a fresh machine, a
+        # base made from Debian's archive) and a whole node started or stopped.
+        for item in ours:
+            item.add_marker(pytest.mark.timeout(1800))
         return
     if node_required():
         raise pytest.UsageError(f"node tests are required (NODE_REQUIRED=1) but node: not run: {reason}")
@@ -87,6 +93,28 @@ def real_node(node: Node, request: pytest.FixtureRequest) -> Node:
     return node
 
 
+@pytest.fixture
+def release(real_node: Node) -> Release:
+    """The session's release in the known state every test starts from, whatever the test before it left
+    (`Release.ensure`: deployed with the node's values, Ready, nothing terminating). A module whose tests
+    need other values or no release overrides this fixture."""
+    installed = Release(real_node)
+    installed.ensure()
+    return installed
+
+
+@pytest.fixture
+def figure(real_node: Node) -> Callable[[str, str], None]:
+    """Records a measured figure; the summary lists them under the node's mode (docs/performance.md quotes
+    them)."""
+    mode = MODES[0] if real_node.in_tree_priority else MODES[1]
+
+    def record(name: str, value: str) -> None:
+        _FIGURES.append(f"node figure [{mode}]: {name}: {value}")
+
+    return record
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
@@ -102,6 +130,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _NOT_RUN:
+        terminalreporter.write_line(line)
+    for line in _FIGURES:
         terminalreporter.write_line(line)
     for summary, count in sorted(_RAN.items()):
         terminalreporter.write_line(f"node: {count} tests ran on a real node ({summary})")

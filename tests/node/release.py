@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import helm_python as helm
+import requests
 
 from testkit.chart_rendering import CHART
 from testkit.node import Node
@@ -108,7 +109,12 @@ class Release:
                     return None
                 raise
 
-    def install(self, values: dict[str, Any] | None = None, *, timeout: int = HELM_TIMEOUT) -> Any:
+    def install(
+        self, values: dict[str, Any] | None = None, *, timeout: int = HELM_TIMEOUT, wait: str = "watcher"
+    ) -> Any:
+        """`helm install`. `wait`: Helm's strategy; "watcher" waits on the release's resources before the
+        post-install hooks run, "hookOnly" on the hooks alone (so a webhook that never starts fails at the
+        install gate, as a user's install without --wait does)."""
         with self.helm() as (config, chart):
             return config.install(
                 chart,
@@ -117,18 +123,32 @@ class Release:
                 namespace=self.namespace,
                 create_namespace=True,
                 timeout=timeout,
-                wait="watcher",
+                wait=wait,
             )
 
-    def ensure_installed(self) -> None:
-        """Install with the node's values unless the release is there and deployed (one left failed by a
-        test is uninstalled first)."""
+    def values(self) -> dict[str, Any]:
+        """The release's user-supplied values (`helm get values`)."""
+        with self.helm() as (config, _):
+            return dict(config.get_values(self.name) or {})
+
+    def ensure(self, values: dict[str, Any] | None = None) -> None:
+        """The known state a test starts from, whatever the one before it left: the release deployed with
+        `values` (default: the node's) and Ready. A release on other values is upgraded to them; one left
+        failed, pending or half-removed is uninstalled and installed again."""
+        values = values if values is not None else node_values(self.node.project_image)
         status = self.status()
-        if status != "deployed":
+        if status == "deployed" and self.values() != values:
+            self.upgrade(values)
+        elif status != "deployed":
             if status is not None:
                 self.uninstall()
-            self.install()
+            self.install(values)
         self.wait_ready()
+
+    def ensure_absent(self) -> None:
+        """No release (a test that installs it itself starts from here)."""
+        if self.status() is not None:
+            self.uninstall()
 
     def upgrade(self, values: dict[str, Any]) -> Any:
         with self.helm() as (config, chart):
@@ -180,8 +200,17 @@ class Release:
             deployment = self.get("deployment", self.fullname)
             daemonset = self.get("daemonset", f"{self.fullname}-sidecar")
             d, s = deployment.get("status", {}), daemonset.get("status", {})
+            workloads = [
+                p
+                for p in self.pods()
+                if _component(p) in ("webhook", "sidecar")
+                and p["status"].get("phase") not in ("Succeeded", "Failed")  # e.g. one the kubelet preempted
+            ]
             return (
-                d.get("observedGeneration") == deployment["metadata"]["generation"]
+                # A pod still terminating (an old replica, an evicted one) is not part of the known state.
+                not any(p["metadata"].get("deletionTimestamp") for p in workloads)
+                and len(workloads) == deployment["spec"]["replicas"] + 1
+                and d.get("observedGeneration") == deployment["metadata"]["generation"]
                 and d.get("updatedReplicas") == deployment["spec"]["replicas"] == d.get("readyReplicas")
                 and d.get("replicas") == deployment["spec"]["replicas"]
                 and s.get("observedGeneration") == daemonset["metadata"]["generation"]
@@ -244,65 +273,116 @@ def pod(name: str, ns: str, image: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One creation of a CreationLoop: when, and what the API server answered."""
+
+    at: float  # time.monotonic()
+    status: int | None  # None: the request itself failed (no answer)
+    priority: int | None
+    message: str
+
+
 @dataclass
 class CreationLoop:
-    """Pods created through the API server in a thread, while something else happens (an upgrade, a
-    rollback): server-side dry runs and real creations (each deleted at once), every answer recorded.
-    Bounded: it stops at `stop()`, after `max_seconds` or after `max_creations`, whichever comes first."""
+    """Pods created through the API server in `threads` threads while something else happens (an install,
+    an upgrade, a rollback, an outage): server-side dry runs and, unless `dry_run_only`, one real creation in
+    seven (deleted at once), every answer recorded with its time. Bounded: it stops at `stop()`, after
+    `max_seconds` or after `max_creations`, whichever comes first."""
 
     node: Node
     namespace: str
-    class_name: str
+    class_name: str | None
     expected_priority: int
+    dry_run_only: bool = False
+    threads: int = 1
     max_seconds: float = 600.0
     max_creations: int = 50_000
-    created: int = 0
-    failures: list[str] = field(default_factory=list)
-    wrong: list[str] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _workers: list[threading.Thread] = field(default_factory=list)
+    _numbers: Iterator[int] = field(default_factory=lambda: iter(range(1, 1 << 62)))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def body(self, n: int) -> dict[str, Any]:
         """A pod of the class that never runs (no node has the label): admission is what is measured, and
         the node is spared hundreds of containers. Its image is the project's, so nothing is ever pulled."""
-        return pod(
-            f"loop-{n}",
-            self.namespace,
-            self.node.project_image,
-            priorityClassName=self.class_name,
-            nodeSelector={"priority-webhook.io/never": "scheduled"},
-        )
+        spec: dict[str, Any] = {"nodeSelector": {"priority-webhook.io/never": "scheduled"}}
+        if self.class_name:
+            spec["priorityClassName"] = self.class_name
+        return pod(f"loop-{n}", self.namespace, self.node.project_image, **spec)
 
     def _run(self) -> None:
         base = f"{self.node.control.url}/api/v1/namespaces/{self.namespace}/pods"
         deadline = time.monotonic() + self.max_seconds
         with self.node.control.session() as session:
-            n = 0
-            while not self._stop.is_set() and time.monotonic() < deadline and n < self.max_creations:
-                n += 1
-                real = n % 7 == 0  # one real creation in seven, the rest dry runs
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                with self._lock:
+                    n = next(self._numbers)
+                if n > self.max_creations:
+                    return
+                real = not self.dry_run_only and n % 7 == 0
                 url = base if real else f"{base}?dryRun=All"
                 try:
                     answer = session.post(url, json=self.body(n), timeout=30)
                 except Exception as err:  # the client's own failure counts as a failed creation
-                    self.failures.append(f"#{n}: {err}")
+                    self._record(Answer(time.monotonic(), None, None, f"#{n}: {err}"))
                     continue
-                self.created += 1
-                if answer.status_code != 201:
-                    self.failures.append(f"#{n}: {answer.status_code} {answer.text[:300]}")
-                    continue
-                priority = answer.json()["spec"].get("priority")
-                if priority != self.expected_priority:
-                    self.wrong.append(f"#{n}: priority {priority}")
-                if real:
+                priority = answer.json()["spec"].get("priority") if answer.status_code == 201 else None
+                self._record(Answer(time.monotonic(), answer.status_code, priority, f"#{n}: {_said(answer)}"))
+                if real and answer.status_code == 201:
                     session.delete(f"{base}/loop-{n}?gracePeriodSeconds=0", timeout=30)
 
+    def _record(self, answer: Answer) -> None:
+        with self._lock:
+            self.answers.append(answer)
+
+    def since(self, started: float = 0.0) -> list[Answer]:
+        with self._lock:
+            return [a for a in self.answers if a.at >= started]
+
+    def refused(self, started: float = 0.0) -> list[Answer]:
+        """Answers the API server refused (4xx: an admission denial, a webhook call that failed closed)."""
+        return [a for a in self.since(started) if a.status is not None and 400 <= a.status < 500]
+
+    def failed(self, started: float = 0.0) -> list[Answer]:
+        """Creations that got no answer or a server error."""
+        return [a for a in self.since(started) if a.status is None or a.status >= 500]
+
+    def not_created(self, started: float = 0.0) -> list[Answer]:
+        """Refused or failed: what a fail-closed outage gives (the API server answers a webhook it cannot
+        call with 500 `failed calling webhook`)."""
+        return [a for a in self.since(started) if a.status != 201]
+
+    def wrong(self, started: float = 0.0) -> list[Answer]:
+        """Created, but without the class's priority."""
+        return [a for a in self.since(started) if a.status == 201 and a.priority != self.expected_priority]
+
+    def outage(self) -> float:
+        """Seconds from the first refused or failed creation to the last one (0 with none)."""
+        bad = [a.at for a in self.not_created()]
+        return max(bad) - min(bad) if bad else 0.0
+
     def __enter__(self) -> CreationLoop:
-        self._thread = threading.Thread(target=self._run, name="creation-loop", daemon=True)
-        self._thread.start()
+        for i in range(self.threads):
+            worker = threading.Thread(target=self._run, name=f"creation-loop-{i}", daemon=True)
+            worker.start()
+            self._workers.append(worker)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(60)
+        for worker in self._workers:
+            worker.join(60)
+
+
+def _said(answer: requests.Response) -> str:
+    """The API server's message (a Status's `message`), else the start of the body."""
+    try:
+        return str(answer.json()["message"])
+    except (ValueError, KeyError, TypeError):
+        return answer.text[:300]
+
+
+def _component(p: dict[str, Any]) -> str | None:
+    return p["metadata"].get("labels", {}).get("app.kubernetes.io/component")

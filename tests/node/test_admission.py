@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -28,12 +30,11 @@ NEVER = "node-e2e-never"
 
 
 @pytest.fixture
-def release(real_node: Node) -> Iterator[Release]:
-    installed = Release(real_node)
-    installed.ensure_installed()
+def classes(real_node: Node, release: Release) -> Iterator[Release]:
+    """The session's release in its known state (conftest), and this module's classes."""
     real_node.kubectl("apply", "-f", "-", input=json.dumps(priority_class(CLASS, VALUE)))
     real_node.kubectl("apply", "-f", "-", input=json.dumps(priority_class(NEVER, 10, policy="Never")))
-    yield installed
+    yield release
     real_node.kubectl("delete", "priorityclass", CLASS, NEVER, "--ignore-not-found")
 
 
@@ -66,8 +67,9 @@ def in_tree(node: Node) -> bool:
 
 
 def test_kubectl_run_dry_run_through_the_service_gets_the_class(
-    real_node: Node, release: Release, ns: str
+    real_node: Node, classes: Release, ns: str
 ) -> None:
+    release = classes
     before = reviews_answered(real_node, release)
     done = real_node.kubectl(
         "run",
@@ -91,8 +93,36 @@ def test_kubectl_run_dry_run_through_the_service_gets_the_class(
     )
 
 
+def test_dry_run_latency_through_the_service(
+    real_node: Node, classes: Release, ns: str, figure: Callable[[str, str], None]
+) -> None:
+    """Server-side dry-run creations of a pod of the class, through the API server and the webhook's
+    Service, interleaved with the same creation in the release's namespace (never sent to the webhook): the
+    baseline of the same run. A figure, not a limit; every one must get the class's priority."""
+    rounds = 200
+    release_ns = classes.namespace
+    timings: dict[str, list[float]] = {ns: [], release_ns: []}
+    with real_node.control.session() as session:
+        for n in range(rounds):
+            for target in (ns, release_ns):
+                body = pod(f"lat-{n}", target, real_node.project_image, priorityClassName=CLASS)
+                url = f"{real_node.control.url}/api/v1/namespaces/{target}/pods?dryRun=All"
+                started = time.perf_counter()
+                answer = session.post(url, json=body, timeout=30)
+                timings[target].append(time.perf_counter() - started)
+                assert answer.status_code == 201, answer.text
+                assert answer.json()["spec"]["priority"] == VALUE or target == release_ns
+    served, baseline = (statistics.quantiles(timings[t], n=100) for t in (ns, release_ns))
+    figure(
+        "dry-run creation through the Service, p50 / p99",
+        f"{served[49] * 1000:.1f} / {served[98] * 1000:.1f} ms; without the webhook "
+        f"{baseline[49] * 1000:.1f} / {baseline[98] * 1000:.1f} ms "
+        f"({served[49] / baseline[49]:.2f}x at p50), {rounds} each",
+    )
+
+
 def test_real_creations_store_the_class_priority_and_policy(
-    real_node: Node, release: Release, ns: str
+    real_node: Node, classes: Release, ns: str
 ) -> None:
     for name, klass, expected in (
         ("high", CLASS, (VALUE, "PreemptLowerPriority")),
@@ -116,11 +146,10 @@ def test_real_creations_store_the_class_priority_and_policy(
 
 
 def test_a_client_set_priority_is_refused_with_upstreams_words(
-    real_node: Node, release: Release, ns: str
+    real_node: Node, classes: Release, ns: str
 ) -> None:
-    body = pod(
-        f"given-{uuid.uuid4().hex[:4]}", ns, real_node.project_image, priorityClassName=CLASS, priority=5
-    )
+    name = f"given-{uuid.uuid4().hex[:4]}"
+    body = pod(name, ns, real_node.project_image, priorityClassName=CLASS, priority=5)
     refused = real_node.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
     words = (
         f"the integer value of priority (5) must not be provided in pod spec; "
@@ -128,11 +157,14 @@ def test_a_client_set_priority_is_refused_with_upstreams_words(
     )
     assert refused.returncode != 0 and words in refused.stderr, refused.stderr
     if not in_tree(real_node):
-        # With the plugin off the refusal is ours, through the Service.
-        assert 'admission webhook "pods.priority-webhook.io" denied the request: ' + words in refused.stderr
+        # With the plugin off the refusal is ours, through the Service, in upstream's words and form.
+        assert (
+            f'admission webhook "pods.priority-webhook.io" denied the request: pods "{name}" is forbidden: '
+            + words
+        ) in refused.stderr, refused.stderr
 
 
-def test_the_legacy_critical_annotation_in_kube_system(real_node: Node, release: Release) -> None:
+def test_the_legacy_critical_annotation_in_kube_system(real_node: Node, classes: Release) -> None:
     name = f"legacy-{uuid.uuid4().hex[:4]}"
     body = pod(name, "kube-system", real_node.project_image)
     body["metadata"]["annotations"] = {"scheduler.alpha.kubernetes.io/critical-pod": ""}
@@ -146,7 +178,7 @@ def test_the_legacy_critical_annotation_in_kube_system(real_node: Node, release:
 
 
 def test_a_workload_whose_pods_would_be_refused_gets_a_warning(
-    real_node: Node, release: Release, ns: str
+    real_node: Node, classes: Release, ns: str
 ) -> None:
     template = pod("web", ns, real_node.project_image, priorityClassName="no-such-class")
     deployment = {

@@ -7,15 +7,17 @@ the webhook at the Service's endpoints). Values: the chart's defaults but the im
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from testkit.node import Node
 from tests.node.release import CONFIG_KINDS, Release
 
 
-def test_install_to_ready_with_the_gate_then_helm_test_passes(real_node: Node) -> None:
+def test_install_to_ready_with_the_gate_then_helm_test_passes(
+    real_node: Node, figure: Callable[[str, str], None]
+) -> None:
     release = Release(real_node)
-    if release.status() is not None:
-        release.uninstall()
+    release.ensure_absent()
     started = time.monotonic()
     installed = release.install()
     release.wait_ready()
@@ -40,4 +42,4 @@ def test_install_to_ready_with_the_gate_then_helm_test_passes(real_node: Node) -
     # The test pod's dry-run pod names no class and there is no default: 0, as the docs say.
     assert "a pod with no class in default gets priority 0 (PreemptLowerPriority)" in tested["logs"], tested
     assert [(h["revision"], h["status"]) for h in release.history()] == [(1, "deployed")]
-    print(f"install to Ready with the gate: {took:.1f} s")
+    figure("helm install to Ready, the gate on", f"{took:.1f} s")

@@ -8,8 +8,11 @@ Values beyond the node's (tests/node/release.py), for this module alone: `sideca
 - The victims are exactly those upstream's node-side order picks (the chart's `priority` order: the lowest
   priority first, the fewest pods), built so that one pod alone is right, and cross-checked with
   `priority-webhook victims` on the node as it was at the rejection.
-- The chart's own pods (webhook replicas, the sidecar) are never victims: not of the sidecar when the only
-  room left is theirs, and not of the kubelet's own critical-pod preemption (a system-node-critical pod).
+- The chart's own pods (webhook replicas, the sidecar) are never the sidecar's victims, even when the only
+  room left is theirs. The kubelet's own critical-pod preemption follows upstream's rule: a
+  system-cluster-critical pod never takes them; a system-node-critical pod may take a webhook replica
+  (lower priority), never the sidecar, and takes exactly what `victims` says.
+- Each test starts from the release on this module's values, whatever the one before left.
 - Node restriction with real pod-bound tokens: a pod running under the sidecar's ServiceAccount may delete
   a pod on its node and no other; a token bound to no pod may delete none.
 """
@@ -17,6 +20,7 @@ Values beyond the node's (tests/node/release.py), for this module alone: `sideca
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +30,7 @@ import pytest
 from kubernetes.utils import parse_quantity
 
 from testkit.cluster_webhook import priority_class
-from testkit.command_line import sidecar_victims
+from testkit.command_line import sidecar_victims, victims_answer
 from testkit.node import Node
 from testkit.wait import wait_for
 from tests.node.release import SIDECAR, Release, node_values, pod
@@ -37,11 +41,10 @@ SIDECAR_VALUES = {"criticalPriority": CRITICAL, "recreateRejected": True}
 WAIT = 120.0
 
 
-@pytest.fixture(scope="module")
-def release(node: Node) -> Iterator[Release]:
-    installed = Release(node)
-    installed.ensure_installed()
-    node.kubectl(
+@pytest.fixture
+def release(real_node: Node) -> Iterator[Release]:
+    """The release on this module's values, from whatever state the test before left it in."""
+    real_node.kubectl(
         "apply",
         "-f",
         "-",
@@ -53,19 +56,18 @@ def release(node: Node) -> Iterator[Release]:
             }
         ),
     )
-    installed.upgrade(node_values(node.project_image, sidecar=SIDECAR_VALUES))
-    installed.wait_ready()
+    installed = Release(real_node)
+    installed.ensure(node_values(real_node.project_image, sidecar=SIDECAR_VALUES))
     yield installed
-    installed.upgrade(node_values(node.project_image))
-    installed.wait_ready()
-    node.kubectl("delete", "priorityclass", *CLASSES, "--ignore-not-found")
+    real_node.kubectl("delete", "priorityclass", *CLASSES, "--ignore-not-found")
 
 
 @pytest.fixture
 def ns(real_node: Node) -> Iterator[str]:
     name = real_node.control.new_namespace("sc")
     yield name
-    real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False)
+    # kubectl's own deadline above the one it is given (a pod bound to an absent node takes a while).
+    real_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False, timeout=150)
 
 
 def millicores(quantity: str) -> int:
@@ -98,6 +100,7 @@ def chart_pods(release: Release) -> dict[str, str]:
         p["metadata"]["name"]: p["metadata"]["uid"]
         for p in release.pods()
         if p["metadata"]["labels"].get("app.kubernetes.io/component") in ("webhook", "sidecar")
+        and p["status"].get("phase") not in ("Succeeded", "Failed")
     }
 
 
@@ -233,28 +236,93 @@ def test_the_chart_pods_are_never_the_sidecars_victims(real_node: Node, release:
     assert '"reason": "Evicted"' not in events and "Preempting" not in events
 
 
-def test_the_chart_pods_are_never_the_kubelets_victims(real_node: Node, release: Release, ns: str) -> None:
-    """A system-node-critical pod makes the kubelet preempt on its own: the chart's pods (critical
-    themselves, in either plugin mode) are never among its candidates, so with only their room left the
-    kubelet evicts nothing and refuses the pod."""
-    chart_before = chart_pods(release)
-    free = free_cpu(real_node)
-    run_all(real_node, ns, filler(real_node, "low", ns, free // 2, "node-sc-low"))
-    need = free_cpu(real_node) + free // 2 + 100
-    body = filler(real_node, "node-critical", ns, need, "system-node-critical")
-    real_node.kubectl("create", "-f", "-", input=json.dumps(body))
+def kubelet_decision(node: Node, ns: str, name: str) -> dict[str, Any]:
+    """The pod once the kubelet has admitted (Running) or refused (Failed) it."""
 
-    def decision() -> dict[str, Any] | None:
-        critical: dict[str, Any] = real_node.control.get_json("pod", "node-critical", "-n", ns)
-        return critical if critical["status"].get("phase") in ("Failed", "Running") else None
+    def decided() -> dict[str, Any] | None:
+        found: dict[str, Any] = node.control.get_json("pod", name, "-n", ns)
+        return found if found["status"].get("phase") in ("Failed", "Running") else None
 
-    decided = wait_for(decision, timeout=WAIT, interval=0.2, what="the kubelet to decide on the critical pod")
-    assert decided["status"]["phase"] == "Failed", decided["status"]
-    assert chart_pods(release) == chart_before
-    for p in release.pods():
-        assert not any(c["type"] == "DisruptionTarget" for c in p["status"].get("conditions", [])), p[
-            "metadata"
-        ]["name"]
+    return wait_for(decided, timeout=WAIT, interval=0.2, what=f"the kubelet to decide on {name}")
+
+
+def preempted_by_kubelet(release: Release, ns: str) -> set[str]:
+    """Pods of the test's namespace and of the release that the kubelet preempted (its DisruptionTarget)."""
+    pods = list(release.node.control.get_json("pods", "-n", ns)["items"]) + release.pods()
+    return {
+        p["metadata"]["name"]
+        for p in pods
+        if any(
+            c["type"] == "DisruptionTarget" and c.get("reason") == "TerminationByKubelet"
+            for c in p["status"].get("conditions", [])
+        )
+    }
+
+
+def replicas_alike(release: Release, names: set[str]) -> list[str]:
+    """Victims' names with the webhook's replicas alike (`<webhook replica>`): equal replicas are an exact
+    tie, which the kubelet breaks at random (a Go map's order), so which one it takes is not a fact to check."""
+    replica = re.compile(rf"^{re.escape(release.fullname)}-[0-9a-f]+-[0-9a-z]+$")
+    return sorted("<webhook replica>" if replica.match(name) else name for name in names)
+
+
+def test_the_kubelet_takes_chart_pods_only_as_upstream_allows(
+    real_node: Node, release: Release, ns: str, tmp_path: Path
+) -> None:
+    """The kubelet's own critical-pod preemption, upstream's rule: a critical pod may take any pod that is not
+    critical, and a pod of strictly lower priority. So a system-cluster-critical pod never takes the chart's
+    pods (critical, of no lower priority): with only their room left it is refused and nothing is taken. A
+    system-node-critical pod may take a webhook replica (system-cluster-critical, lower) but never the
+    sidecar (system-node-critical): what it takes is exactly what `priority-webhook victims` (the kubelet's
+    own order) says on the node as it was, and the Deployment replaces the replica once there is room."""
+    try:
+        chart_before = chart_pods(release)
+        free = free_cpu(real_node)
+        run_all(real_node, ns, filler(real_node, "low", ns, free // 2, "node-sc-low"))
+        # Every pod's room that is not the chart's, and 50m of the chart's: more than any non-critical
+        # victim can give, less than a replica (100m) does.
+        need = free_cpu(real_node) + free // 2 + 50
+
+        cluster = filler(real_node, "cluster-critical", ns, need, "system-cluster-critical")
+        real_node.kubectl("create", "-f", "-", input=json.dumps(cluster))
+        assert kubelet_decision(real_node, ns, "cluster-critical")["status"]["phase"] == "Failed"
+        assert preempted_by_kubelet(release, ns) == set() and chart_pods(release) == chart_before
+        real_node.kubectl("delete", "pod", "cluster-critical", "-n", ns, "--wait=true", timeout=90)
+
+        before = snapshot(real_node, tmp_path)
+        node_critical = filler(real_node, "node-critical", ns, need, "system-node-critical")
+        (tmp_path / "pod.json").write_text(json.dumps(node_critical))
+        answer = victims_answer(
+            *("--node", str(before[0]), "--pods", str(before[1]), "--pod", str(tmp_path / "pod.json"))
+        )
+        expected = replicas_alike(release, {victim["name"] for victim in answer["victims"]})
+        sidecars = {name for name in chart_before if name.startswith(SIDECAR)}
+        assert answer["admit"] and expected and not set(expected) & sidecars, answer
+        real_node.kubectl("create", "-f", "-", input=json.dumps(node_critical))
+        assert kubelet_decision(real_node, ns, "node-critical")["status"]["phase"] == "Running"
+        wait_for(
+            lambda: replicas_alike(release, preempted_by_kubelet(release, ns)) == expected,
+            timeout=WAIT,
+            interval=0.2,
+            what=f"the kubelet to preempt exactly {expected}",
+        )
+        assert {name: chart_before[name] for name in sidecars} == {
+            name: uid for name, uid in chart_pods(release).items() if name in sidecars
+        }, "the sidecar is never the kubelet's victim"
+    finally:
+        real_node.kubectl(
+            "delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False, timeout=150
+        )
+        # The replicas the kubelet preempted stay as finished pods: gone, so the next test starts clean.
+        real_node.kubectl(
+            "delete",
+            "pods",
+            "-n",
+            release.namespace,
+            "--field-selector=status.phase!=Running,status.phase!=Pending",
+            check=False,
+        )
+    release.wait_ready()
 
 
 def test_node_restriction_with_real_pod_bound_tokens(real_node: Node, release: Release, ns: str) -> None:

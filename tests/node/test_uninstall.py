@@ -33,8 +33,7 @@ def failing_values(image: str) -> dict[str, object]:
 def release(real_node: Node) -> Iterator[Release]:
     """A release that this test installs itself; the session's is reinstalled by whichever module needs it."""
     installed = Release(real_node)
-    if installed.status() is not None:
-        installed.uninstall()
+    installed.ensure_absent()
     yield installed
     real_node.kubectl(
         "delete", "secret", CA_SECRET, "-n", installed.namespace, "--ignore-not-found", check=False
@@ -66,7 +65,9 @@ def test_uninstall_after_a_failed_install_leaves_only_what_the_docs_name(
 ) -> None:
     values = failing_values(real_node.project_image)
     with pytest.raises(helm.HelmError) as failed:
-        release.install(values, timeout=240)
+        # Helm waits on the hooks alone, as a user's install without --wait: the gate is what gives up (a
+        # wait on the Deployment would fail first, and the gate would never run).
+        release.install(values, timeout=240, wait="hookOnly")
     assert "failed" in str(failed.value).lower(), str(failed.value)
     logs = release.hook_job_logs()
     release.uninstall()

@@ -1,6 +1,6 @@
 """The values the node suite installs with, rendered by the real Helm engine with the chart's schema: each
 set is one the chart takes, and renders what the suite's modules rely on (the image by the reference
-`scripts/image` printed, in every pod the release runs; the rolls, the sidecar's settings, the failing
+`scripts/image` printed, in every pod the release runs; the changes of the upgrades, the sidecar's settings, the failing
 webhook and the gate's timeout)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from testkit.chart_rendering import CHART, Rendered, render
 from tests.node.release import RELEASE, node_values
-from tests.node.test_rollout import ROUND, rolled
+from tests.node.test_rollout import ROUND, changed
 from tests.node.test_sidecar import CRITICAL, SIDECAR_VALUES
 from tests.node.test_uninstall import GATE_SECONDS, failing_values
 
@@ -52,11 +52,15 @@ def test_every_pod_of_the_release_runs_the_image_scripts_image_printed(chart: he
             assert container.get("imagePullPolicy", "IfNotPresent") == "IfNotPresent"
 
 
-def test_a_round_rolls_the_webhook_and_the_sidecar(chart: helm.Chart) -> None:
-    objects = rendered(chart, rolled(IMAGE, 2))
+def test_a_change_rolls_the_webhook_and_the_sidecar_and_rewrites_the_configurations(
+    chart: helm.Chart,
+) -> None:
+    objects = rendered(chart, changed(IMAGE, 2, 7))
     for kind in ("Deployment", "DaemonSet"):
         template = objects.one(kind)["spec"]["template"]
         assert template["metadata"]["annotations"][ROUND] == "2", kind
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert {hook["timeoutSeconds"] for hook in objects.one(kind)["webhooks"]} == {7}, kind
 
 
 def test_the_sidecar_module_lowers_the_critical_line_and_recreates(chart: helm.Chart) -> None:
