@@ -111,7 +111,8 @@ def test_dry_run_latency_through_the_service(
                 answer = session.post(url, json=body, timeout=30)
                 timings[target].append(time.perf_counter() - started)
                 assert answer.status_code == 201, answer.text
-                assert answer.json()["spec"]["priority"] == VALUE or target == release_ns
+                if target == ns:
+                    assert answer.json()["spec"].get("priority") == VALUE, answer.text
     served, baseline = (statistics.quantiles(timings[t], n=100) for t in (ns, release_ns))
     figure(
         "dry-run creation through the Service, p50 / p99",

@@ -148,7 +148,7 @@ def test_every_webhook_pod_killed_fails_closed_but_for_the_exempt_namespaces_the
             "--wait=false",
         )
         wait_for(
-            guarded.refused, timeout=30, interval=0.05, what="a creation refused while no replica answers"
+            guarded.not_created, timeout=30, interval=0.05, what="a creation refused while no replica answers"
         )
         release.wait_ready()
         back = wait_for(
