@@ -278,6 +278,68 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = 
         [{"severity": "warning", "namespace": NAMESPACE}],
     ),
     (
+        "a class has a rule and the namespaces are refused (403)",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        [
+            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "1x30"),
+            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x30"),
+            _series(
+                "priority_webhook_cache_failing",
+                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
+                "1x30",
+            ),
+            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="b"', "1x30"),
+            _series("priority_webhook_cache_synced", f'{OURS},pod="b",reflector="namespaces"', "1x30"),
+            _series(
+                "priority_webhook_cache_failing",
+                f'{OURS},pod="b",reflector="namespaces",reason="forbidden"',
+                "0x30",
+            ),
+        ],
+        "10m",
+        [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
+    ),
+    (
+        "a class has a rule, the namespaces were listed, then the grant was removed",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        [
+            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "2x30"),
+            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "1x30"),
+            _series(
+                "priority_webhook_cache_failing",
+                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
+                "0x5 1x25",
+            ),
+        ],
+        "15m",
+        [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
+    ),
+    (
+        "namespaces forbidden but no class has a rule",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        [
+            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "0x30"),
+            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x30"),
+            _series(
+                "priority_webhook_cache_failing",
+                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
+                "1x30",
+            ),
+        ],
+        "20m",
+        [],
+    ),
+    (
+        "a rule appears; the namespaces sync within minutes",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        [
+            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "0x5 1x25"),
+            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x8 1x22"),
+        ],
+        "20m",
+        [],
+    ),
+    (
         "one sidecar target down",
         "PriorityWebhookSidecarTargetDown",
         [_series("up", f'{SIDECAR_JOB},pod="s1"', "0x30"), _series("up", f'{SIDECAR_JOB},pod="s2"', "1x30")],
