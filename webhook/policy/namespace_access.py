@@ -117,28 +117,34 @@ def check_namespace(
     Labels are looked up only for a class with a rule (a lookup may have to wait, see the server)."""
     if rule is None:
         return None
+    if rule.selector is not None and not rule.selector.requirements:
+        return None  # the empty selector matches every namespace: no lookup needed
+    labels: Mapping[str, str] | None = None
+    unavailable: LabelsUnavailable | None = None
+    if rule.selector is not None:
+        try:
+            labels = namespaces.labels_of(namespace)
+        except LabelsUnavailable as err:
+            unavailable = err
+        if labels is not None and rule.selector.matches(labels):
+            return None  # the common case: nothing below (the messages) is built
     where = f"PriorityClass {class_name} may not be used in namespace {namespace}"
+    selector = f"{ALLOWED_NAMESPACES}: {_quoted(rule.text)}"
     if rule.selector is None:
         return Refusal(f"{where}: its annotations cannot be read ({rule.problem})", rule.audit)
-    if not rule.selector.requirements:
-        return None  # the empty selector matches every namespace: no lookup needed
-    selector = f"{ALLOWED_NAMESPACES}: {_quoted(rule.text)}"
-    try:
-        labels = namespaces.labels_of(namespace)
-    except LabelsUnavailable as err:
+    if unavailable is not None:
         if rule.audit:
             return Refusal(
-                f"PriorityClass {class_name}: {selector} was not checked for namespace {namespace}: {err}",
+                f"PriorityClass {class_name}: {selector} was not checked for namespace {namespace}: "
+                f"{unavailable}",
                 audit=True,
             )
-        return Refusal(f"{where}: {selector} cannot be checked: {err}", audit=False)
+        return Refusal(f"{where}: {selector} cannot be checked: {unavailable}", audit=False)
     if labels is None:
         return Refusal(
             f"{where}: the namespace's labels are unknown, so they cannot be checked against {selector}",
             rule.audit,
         )
-    if rule.selector.matches(labels):
-        return None
     return Refusal(f"{where}: its labels do not match {selector}", rule.audit)
 
 
