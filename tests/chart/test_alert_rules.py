@@ -56,6 +56,17 @@ def _buckets(labels: str, slow: bool) -> list[dict[str, str]]:
     return out
 
 
+def _namespace_series(pod: str, rule_classes: str, synced: str, forbidden: str) -> list[dict[str, str]]:
+    """One replica's series for the namespace-rule alert: classes with a rule, the Namespace cache's synced
+    gauge, and its forbidden failure gauge."""
+    cache = f'{OURS},pod="{pod}",reflector="namespaces"'
+    return [
+        _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="{pod}"', rule_classes),
+        _series("priority_webhook_cache_synced", cache, synced),
+        _series("priority_webhook_cache_failing", f'{cache},reason="forbidden"', forbidden),
+    ]
+
+
 # (alert, input series, eval time, expected alerts' labels). An empty expectation: the alert must not fire.
 CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = [
     (
@@ -280,62 +291,28 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = 
     (
         "a class has a rule and the namespaces are refused (403)",
         "PriorityWebhookNamespaceRulesUnchecked",
-        [
-            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "1x30"),
-            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x30"),
-            _series(
-                "priority_webhook_cache_failing",
-                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
-                "1x30",
-            ),
-            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="b"', "1x30"),
-            _series("priority_webhook_cache_synced", f'{OURS},pod="b",reflector="namespaces"', "1x30"),
-            _series(
-                "priority_webhook_cache_failing",
-                f'{OURS},pod="b",reflector="namespaces",reason="forbidden"',
-                "0x30",
-            ),
-        ],
+        [*_namespace_series("a", "1x30", "0x30", "1x30"), *_namespace_series("b", "1x30", "1x30", "0x30")],
         "10m",
         [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
     ),
     (
         "a class has a rule, the namespaces were listed, then the grant was removed",
         "PriorityWebhookNamespaceRulesUnchecked",
-        [
-            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "2x30"),
-            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "1x30"),
-            _series(
-                "priority_webhook_cache_failing",
-                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
-                "0x5 1x25",
-            ),
-        ],
+        _namespace_series("a", "2x30", "1x30", "0x5 1x25"),
         "15m",
         [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
     ),
     (
         "namespaces forbidden but no class has a rule",
         "PriorityWebhookNamespaceRulesUnchecked",
-        [
-            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "0x30"),
-            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x30"),
-            _series(
-                "priority_webhook_cache_failing",
-                f'{OURS},pod="a",reflector="namespaces",reason="forbidden"',
-                "1x30",
-            ),
-        ],
+        _namespace_series("a", "0x30", "0x30", "1x30"),
         "20m",
         [],
     ),
     (
         "a rule appears; the namespaces sync within minutes",
         "PriorityWebhookNamespaceRulesUnchecked",
-        [
-            _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="a"', "0x5 1x25"),
-            _series("priority_webhook_cache_synced", f'{OURS},pod="a",reflector="namespaces"', "0x8 1x22"),
-        ],
+        _namespace_series("a", "0x5 1x25", "0x8 1x22", "0x30"),
         "20m",
         [],
     ),
