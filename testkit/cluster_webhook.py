@@ -364,12 +364,14 @@ def registered_webhook(
     workers: int | None = None,
     release: str = RELEASE,
     namespace: str = RELEASE_NAMESPACE,
+    kubeconfig: Path | None = None,
 ) -> Iterator[RegisteredWebhook]:
     """Serve the webhook against `cluster` and register the chart's configurations (rendered as release
-    `release` in `namespace`: the names its entries match on); undo both on exit."""
+    `release` in `namespace`: the names its entries match on); undo both on exit. The webhook reads the
+    cluster as its admin, or with `kubeconfig` (a ServiceAccount's: the RBAC the chart gives it)."""
     cert_dir = tmp_path / "webhook-certs"
     ca_bundle = make_certificates(cert_dir)
-    args = ["--kubeconfig", str(cluster.kubeconfig), *serve_args]
+    args = ["--kubeconfig", str(kubeconfig or cluster.kubeconfig), *serve_args]
     if workers is not None:
         args += ["--workers", str(workers)]
     ensure_namespace(cluster, namespace)

@@ -46,12 +46,13 @@ parsed JSON body) and returns `(status, json_body)`; the in-process helpers and 
 give it the objects.
 """
 
-from testkit.kubeapi.resources import DEFAULT_RESOURCES, ResourceType
+from testkit.kubeapi.resources import DEFAULT_RESOURCES, ROTATION_RESOURCES, ResourceType
 from testkit.kubeapi.server import KubeAPIServer, Request, RequestRecord, SubresourceHandler
 from testkit.kubeapi.storage import ApiError
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "ROTATION_RESOURCES",
     "ApiError",
     "KubeAPIServer",
     "Request",

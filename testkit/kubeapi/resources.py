@@ -56,6 +56,25 @@ def _default_namespace(obj: dict[str, Any]) -> None:
     meta["labels"] = {**labels, "kubernetes.io/metadata.name": meta.get("name", "")}
 
 
+# What `serve --ca-secret` reads and writes (webhook.kube.rotator): its CA Secret and the two webhook
+# configurations whose caBundle it keeps. Not served by default; `register_resource` each, or start the
+# server with `resources=(*DEFAULT_RESOURCES, *ROTATION_RESOURCES)`.
+ROTATION_RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType("secrets", "Secret"),
+    ResourceType(
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        namespaced=False,
+    ),
+    ResourceType(
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        namespaced=False,
+    ),
+)
+
 DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "priorityclasses",

@@ -77,6 +77,7 @@ class _Faults:
     fail_match: Callable[[RequestRecord], bool] | None = None
     hang_up_count: int = 0
     running: threading.Event = field(default_factory=threading.Event)  # cleared while stalled
+    stall_match: Callable[[RequestRecord], bool] | None = None  # what a stall holds (None: everything)
 
 
 @dataclass(frozen=True)
@@ -326,8 +327,10 @@ class KubeAPIServer:
             _hang_up(connection)
         return len(idle)
 
-    def stall(self) -> None:
-        """Accept connections but send nothing (new requests and open watches) until `release()`."""
+    def stall(self, match: Callable[[RequestRecord], bool] | None = None) -> None:
+        """Accept connections but send nothing (new requests and open watches) until `release()`; with
+        `match`, only new requests for which `match(record)` holds are held, the rest are served."""
+        self._faults.stall_match = match
         self._faults.running.clear()
 
     def release(self) -> None:
@@ -336,8 +339,8 @@ class KubeAPIServer:
             self.storage.changed.notify_all()
 
     @contextlib.contextmanager
-    def stalled(self) -> Iterator[None]:
-        self.stall()
+    def stalled(self, match: Callable[[RequestRecord], bool] | None = None) -> Iterator[None]:
+        self.stall(match)
         try:
             yield
         finally:
@@ -402,12 +405,14 @@ class KubeAPIServer:
                 return True
         return False
 
-    def _wait_running(self) -> None:
-        self._faults.running.wait()
+    def _wait_running(self, record: RequestRecord) -> None:
+        match = self._faults.stall_match
+        if match is None or match(record):
+            self._faults.running.wait()
 
     @property
     def _stalled(self) -> bool:
-        return not self._faults.running.is_set()
+        return not self._faults.running.is_set() and self._faults.stall_match is None
 
     def _route(self, path: str) -> _Route | None:
         parts = [p for p in path.split("/") if p]
@@ -513,7 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             _hang_up(self.connection)
             return
-        self.api._wait_running()
+        self.api._wait_running(record)
         status = 500
         try:
             # The scheme is case-insensitive (RFC 7235): the client's in-cluster configuration sends "bearer".
@@ -522,7 +527,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             fault = self.api._take_fault(record)
             if fault is not None:
-                reason = {410: "Expired", 429: "TooManyRequests"}.get(fault, "InternalError")
+                reason = {
+                    403: "Forbidden",
+                    404: "NotFound",
+                    410: "Expired",
+                    429: "TooManyRequests",
+                }.get(fault, "InternalError")
                 raise ApiError(fault, reason, f"injected fault: HTTP {fault}")
             route = self.api._route(path)
             if route is None:

@@ -66,7 +66,7 @@ def test_a_name_never_becomes_path_syntax(api: KubeAPIServer, client: rest.Clien
 @pytest.mark.parametrize(
     ("status", "reason", "http_reason"),
     [
-        (403, "InternalError", "Forbidden"),  # the test server's injected faults say InternalError
+        (403, "Forbidden", "Forbidden"),
         (429, "TooManyRequests", "Too Many Requests"),
         (410, "Expired", "Gone"),
         (503, "InternalError", "Service Unavailable"),

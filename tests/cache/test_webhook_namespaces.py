@@ -10,17 +10,15 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
 from testkit.reviews import PC_GVR, pod, priority_class, review
-from testkit.server import WebhookServer, webhook_server
+from testkit.server import WebhookServer
 from testkit.wait import wait_for
 from tests.cache.conftest import ready_webhook
-from webhook.kube.namespace_store import NAMESPACES_PATH
 from webhook.policy.namespace_access import ALLOWED_NAMESPACES, ENFORCEMENT
 
 pytestmark = pytest.mark.timeout(120)
@@ -172,30 +170,3 @@ def test_an_unparsable_rule_is_refused_when_written(cluster: tuple[KubeAPIServer
     response = validate(server, review(gated("loose", 10, "tier=gold", "warn"), gvr=PC_GVR))
     assert response["allowed"] is False
     assert f"metadata.annotations[{ENFORCEMENT}]: Unsupported value" in response["status"]["message"]
-
-
-def test_not_ready_until_namespaces_are_listed(tmp_path: Path) -> None:
-    with KubeAPIServer(bookmark_interval=0.2) as api:
-        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-        with (
-            api.failing(403, match=lambda r: r.path == NAMESPACES_PATH),
-            webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server,
-        ):
-            wait_for(
-                lambda: any(r.path == NAMESPACES_PATH and r.status == 403 for r in list(api.requests)),
-                what="the Namespace LIST refused",
-            )
-            wait_for(lambda: api.list_count("/apis/scheduling.k8s.io/v1/priorityclasses") > 0)
-            readyz = server.session.get(server.url + "/readyz", timeout=5)
-            assert readyz.status_code == 503
-            assert readyz.json() == {"status": "not ready: Namespaces not synced yet"}
-            answer = server.review("/validate", pod_review("system-node-critical", "default"))
-            assert answer.status_code == 503
-            assert "Namespaces not synced yet" in answer.json()["error"]
-        # (the server is stopped; a fresh one syncs at once)
-        with webhook_server(tmp_path, "--kubeconfig", kubeconfig, "--workers", "1") as server:
-            wait_for(
-                lambda: server.session.get(server.url + "/readyz", timeout=5).status_code == 200,
-                timeout=20,
-                what="/readyz 200 once namespaces are listed",
-            )

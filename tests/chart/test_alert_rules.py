@@ -56,6 +56,17 @@ def _buckets(labels: str, slow: bool) -> list[dict[str, str]]:
     return out
 
 
+def _namespace_series(pod: str, rule_classes: str, synced: str, forbidden: str) -> list[dict[str, str]]:
+    """One replica's series for the namespace-rule alert: classes with a rule, the Namespace cache's synced
+    gauge, and its forbidden failure gauge."""
+    cache = f'{OURS},pod="{pod}",reflector="namespaces"'
+    return [
+        _series("priority_webhook_namespace_rule_classes", f'{OURS},pod="{pod}"', rule_classes),
+        _series("priority_webhook_cache_synced", cache, synced),
+        _series("priority_webhook_cache_failing", f'{cache},reason="forbidden"', forbidden),
+    ]
+
+
 # (alert, input series, eval time, expected alerts' labels). An empty expectation: the alert must not fire.
 CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = [
     (
@@ -276,6 +287,34 @@ CASES: list[tuple[str, str, list[dict[str, str]], str, list[dict[str, str]]]] = 
         ],
         "30m",
         [{"severity": "warning", "namespace": NAMESPACE}],
+    ),
+    (
+        "a class has a rule and the namespaces are refused (403)",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        [*_namespace_series("a", "1x30", "0x30", "1x30"), *_namespace_series("b", "1x30", "1x30", "0x30")],
+        "10m",
+        [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
+    ),
+    (
+        "a class has a rule, the namespaces were listed, then the grant was removed",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        _namespace_series("a", "2x30", "1x30", "0x5 1x25"),
+        "15m",
+        [{"severity": "warning", "namespace": NAMESPACE, "pod": "a"}],
+    ),
+    (
+        "namespaces forbidden but no class has a rule",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        _namespace_series("a", "0x30", "0x30", "1x30"),
+        "20m",
+        [],
+    ),
+    (
+        "a rule appears; the namespaces sync within minutes",
+        "PriorityWebhookNamespaceRulesUnchecked",
+        _namespace_series("a", "0x5 1x25", "0x8 1x22", "0x30"),
+        "20m",
+        [],
     ),
     (
         "one sidecar target down",

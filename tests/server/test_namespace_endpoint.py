@@ -1,6 +1,7 @@
 """The review endpoint with a Namespace cache: a namespace the cache has not seen is never waited for on
-the event loop (the review goes to a thread, which waits a moment for it), an unsynced cache keeps the
-endpoint unready, and the rule's verdicts are counted by class."""
+the event loop (the review goes to a thread, which waits a moment for it), an unsynced cache holds back
+only the reviews of classes with a rule (answered at once when the cache knows why it cannot list, after a
+moment otherwise), and the rule's verdicts are counted by class."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from testkit.reviews import pod, review
 from webhook.policy.class_model import PriorityClass, StaticClassStore
 from webhook.policy.namespace_access import ALLOWED_NAMESPACES, ENFORCEMENT
 from webhook.review import Stage
-from webhook.server.endpoint import NAMESPACE_WAIT, ReviewEndpoint
+from webhook.server.endpoint import NAMESPACE_WAIT, NOT_LISTED, ReviewEndpoint
 
 JSON = "application/json"
 pytestmark = pytest.mark.usefixtures("single_process_metrics")
@@ -39,8 +40,9 @@ class Cache:
         late: Mapping[str, Mapping[str, str]] | None = None,
         *,
         synced: bool = True,
+        failure: str | None = None,
     ) -> None:
-        self.known, self.late, self.synced = dict(known), dict(late or {}), synced
+        self.known, self.late, self.synced, self.cause = dict(known), dict(late or {}), synced, failure
         self.waits: list[tuple[str, float]] = []
         self.ready_waits: list[float] = []
 
@@ -57,6 +59,9 @@ class Cache:
     def wait_ready(self, timeout: float) -> bool:
         self.ready_waits.append(timeout)
         return self.synced
+
+    def failure(self) -> str | None:
+        return self.cause
 
 
 def pod_body(class_name: str, namespace: str) -> bytes:
@@ -123,13 +128,46 @@ def test_a_class_without_a_rule_never_asks_for_labels_even_uncached() -> None:
     assert cache.waits == []
 
 
-def test_an_unsynced_namespace_cache_is_waited_for_off_the_loop_then_503() -> None:
-    cache = Cache({"team": {"tier": "gold"}}, synced=False)
-    endpoint = ReviewEndpoint(Stage.VALIDATE, STORE, ready_wait=0.01, namespaces=cache)
-    data = pod_body("free", "team")
+def test_an_unsynced_namespace_cache_holds_back_no_review_whose_class_has_no_rule() -> None:
+    for cache in (Cache({}, synced=False), Cache({}, synced=False, failure="HTTP 403")):
+        endpoint = ReviewEndpoint(Stage.VALIDATE, STORE, ready_wait=0.01, namespaces=cache)
+        answer = endpoint.answer_on_loop(JSON, pod_body("free", "team"))
+        assert answer is not None and answer[0] == 200
+        assert json.loads(answer[1])["response"]["allowed"] is True
+        assert cache.ready_waits == [] and cache.waits == []
+
+
+def test_a_cache_that_cannot_list_answers_a_rule_at_once_with_the_cause() -> None:
+    """Deny names the cause; audit admits saying the rule was not checked; neither waits."""
+    cause = "the webhook may not list namespaces (HTTP 403 Forbidden)"
+    cache = Cache({}, synced=False, failure=cause)
+    endpoint = ReviewEndpoint(Stage.VALIDATE, STORE, namespaces=cache)
+    answer = endpoint.answer_on_loop(JSON, pod_body("gold", "team"))
+    assert answer is not None and answer[0] == 200
+    response = json.loads(answer[1])["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    assert response["status"]["message"] == (
+        'pods "p" is forbidden: PriorityClass gold may not be used in namespace team: '
+        f'{ALLOWED_NAMESPACES}: "tier=gold" cannot be checked: {cause}'
+    )
+    answer = endpoint.answer_on_loop(JSON, pod_body("watched", "team"))
+    assert answer is not None
+    response = json.loads(answer[1])["response"]
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        f'audit: PriorityClass watched: {ALLOWED_NAMESPACES}: "tier=gold" was not checked for namespace '
+        f"team: {cause}"
+    ]
+    assert cache.ready_waits == [] and cache.waits == []
+
+
+def test_a_first_list_not_answered_yet_is_waited_for_a_moment_off_the_loop() -> None:
+    cache = Cache({}, synced=False)
+    endpoint = ReviewEndpoint(Stage.VALIDATE, STORE, namespaces=cache)
+    data = pod_body("gold", "team")
     assert endpoint.answer_on_loop(JSON, data) is None
-    assert cache.ready_waits == []
     status, answer = endpoint.answer(JSON, lambda: data)
-    assert status == 503
-    assert json.loads(answer)["error"].startswith("Namespaces not synced yet")
-    assert len(cache.ready_waits) == 1 and cache.ready_waits[0] <= 0.01
+    response = json.loads(answer)["response"]
+    assert status == 200 and response["allowed"] is False
+    assert response["status"]["message"].endswith(f"cannot be checked: {NOT_LISTED}")
+    assert cache.ready_waits == [NAMESPACE_WAIT]

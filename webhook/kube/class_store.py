@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.k8s import InvalidObject
-from webhook.kube import rest
+from webhook.kube import metrics, rest
 from webhook.kube.reflector import ReflectedStore, Reflector
 from webhook.policy.class_model import ClassSet, PriorityClass
 
@@ -86,6 +86,7 @@ class ClusterClassStore(ReflectedStore):
         with self._lock:
             self._by_name = by_name
             self._publish(ClassSet(by_name.values()), replaced=True)
+            _count_rules(by_name)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         with self._lock:
@@ -99,6 +100,7 @@ class ClusterClassStore(ReflectedStore):
                     return
                 self._by_name[pc.name] = pc
             self._publish(ClassSet(self._by_name.values()), replaced=True)
+            _count_rules(self._by_name)
 
     def _publish(self, classes: ClassSet, *, replaced: bool = False) -> None:
         """Swap in `classes` (lock held), remembering the set it replaces and forgetting expired ones."""
@@ -113,6 +115,11 @@ class ClusterClassStore(ReflectedStore):
 
     def __len__(self) -> int:
         return len(self._classes)
+
+
+def _count_rules(by_name: dict[str, PriorityClass]) -> None:
+    """How many classes need the Namespace cache: its alert fires only while some do."""
+    metrics.NAMESPACE_RULE_CLASSES.set(sum(1 for pc in by_name.values() if pc.namespace_rule is not None))
 
 
 def read_fields(obj: dict[str, Any]) -> dict[str, Any]:

@@ -47,3 +47,18 @@ RECONNECTS = Counter(
     "Failed LIST or WATCH attempts (dropped connection, read timeout, 5xx, ...) retried after a backoff",
     ["reflector"],
 )
+FAILURE_KINDS = ("forbidden", "not_found", "unavailable", "other")
+FAILING = Gauge(
+    "priority_webhook_cache_failing",
+    "1 while the cache's last LIST or WATCH attempt failed, labelled by the kind of failure (forbidden: "
+    "401/403, not_found: 404, unavailable: no answer or 5xx, other); all 0 while requests succeed. Maximum "
+    "over live workers",
+    ["reflector", "reason"],
+    multiprocess_mode="livemax",
+)
+NAMESPACE_RULE_CLASSES = Gauge(
+    "priority_webhook_namespace_rule_classes",
+    "PriorityClasses in the cache that carry a priority-webhook.io/allowed-namespaces rule: while above 0, "
+    "the Namespace cache is needed (maximum over live workers)",
+    multiprocess_mode="livemax",
+)

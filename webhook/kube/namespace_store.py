@@ -1,8 +1,11 @@
 """The cluster's Namespaces as the allowed-namespaces rule reads them: name -> labels, kept by list + watch.
 
-The same reflector and readiness rules as the class cache (webhook.kube.class_store): every review reads
-memory, `ready()` is False until the first LIST has landed (the server answers /readyz 503 until both
-caches have synced), and while the watch is broken the last known labels keep being served.
+The same reflector as the class cache (webhook.kube.class_store): every review reads memory, `ready()` is
+False until the first LIST has landed, and while the watch is broken the last known labels keep being
+served. Unlike the class cache it never holds the webhook back: only a class with a rule needs it, so the
+server neither waits for it to be ready nor refuses other reviews while it is not (webhook.server.endpoint).
+Until it is, `failure()` says why in one line (the webhook may not list namespaces, the API server cannot
+be reached...), which is what a rule that cannot be evaluated is refused or warned about with.
 
 Only what the rule reads is kept: a namespace's name and its labels, never the object (its annotations,
 managed fields and status are most of its size). Label keys and values are interned, so the keys every
@@ -22,9 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.kube import rest
-from webhook.kube.reflector import ReflectedStore, Reflector
+from webhook.kube.reflector import ReflectedStore, Reflector, summary
 
 NAMESPACES_PATH = rest.collection(rest.CORE_V1, "namespaces")
+GRANT = 'its ServiceAccount needs "list" and "watch" on namespaces (the chart\'s ClusterRole grants them)'
 
 
 class ClusterNamespaceStore(ReflectedStore):
@@ -53,6 +57,11 @@ class ClusterNamespaceStore(ReflectedStore):
                 self._changed.wait(left)
             return self._labels[namespace]
 
+    def failure(self) -> str | None:
+        """Why the namespaces cannot be listed, one line, while the last LIST or WATCH failed; else None."""
+        err = self.reflector.failure
+        return None if err is None else describe_failure(err)
+
     def __len__(self) -> int:
         return len(self._labels)
 
@@ -78,6 +87,23 @@ class ClusterNamespaceStore(ReflectedStore):
             else:
                 self._labels[name] = labels
                 self._changed.notify_all()
+
+
+def describe_failure(err: Exception) -> str:
+    """The cause of a failed namespace LIST or WATCH as a review's message gives it: the status and what to
+    do, never the API server's own text (it names the webhook's identity to whoever creates a pod; the
+    reflector's log line has it)."""
+    if isinstance(err, rest.ApiError):
+        if err.status == 403:
+            return f"the webhook may not list namespaces (HTTP 403 Forbidden): {GRANT}"
+        if err.status == 401:
+            return "the API server refused the webhook's credentials to list namespaces (HTTP 401)"
+        if err.status == 404:
+            return f"the API server answered HTTP 404 Not Found to LIST {NAMESPACES_PATH}"
+        return f"LIST {NAMESPACES_PATH} failed (HTTP {err.status} {err.reason})"
+    if isinstance(err, rest.Unreachable):
+        return f"the API server cannot be reached to list namespaces ({summary(err)})"
+    return f"the namespaces could not be listed ({summary(err)})"
 
 
 def _entry(obj: dict[str, Any]) -> tuple[str, Mapping[str, str]] | None:

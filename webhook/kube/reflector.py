@@ -112,6 +112,9 @@ class Reflector:
         self.resource_version = ""
         self._list_consistent = False  # the watch cache could not serve the last LIST: read through once
         self.last_activity = 0.0  # time.monotonic() of the last successful list/watch activity
+        # The last LIST or WATCH failure, None once a request succeeded again: what a reader that cannot
+        # wait (webhook.kube.namespace_store) reports instead of the answer it lacks.
+        self.failure: Exception | None = None
         self._client = api_client
         self._selectors = {
             k: v for k, v in (("fieldSelector", field_selector), ("labelSelector", label_selector)) if v
@@ -138,6 +141,7 @@ class Reflector:
         metrics.SYNCED.labels(self.name).set(0)
         for failures in (metrics.RELISTS, metrics.RECONNECTS):  # exported at 0 from the start
             failures.labels(self.name)
+        self._failing(None)
         self._thread = threading.Thread(target=self._run, name=f"reflector-{self.name}", daemon=True)
         self._thread.start()
 
@@ -176,9 +180,11 @@ class Reflector:
     def _retry(self, err: Exception, step: str) -> None:
         if self._stopping.is_set():
             return
+        self.failure = err
+        self._failing(failure_kind(err))
         delay = self._next_backoff(retry_cap(err, self.backoff_max, self.reconnect_max))
         log.warning(
-            "%s: %s %s failed (%s); retrying in %.2fs", self.name, step, self.path, _summary(err), delay
+            "%s: %s %s failed (%s); retrying in %.2fs", self.name, step, self.path, summary(err), delay
         )
         # Counted once logged: whoever sees the counter move can also find the failure in the log.
         metrics.RECONNECTS.labels(self.name).inc()
@@ -195,6 +201,14 @@ class Reflector:
     def _activity(self) -> None:
         self.last_activity = time.monotonic()
         metrics.LAST_ACTIVITY.labels(self.name).set(time.time())
+        if self.failure is not None:
+            self.failure = None
+            self._failing(None)
+
+    def _failing(self, kind: str | None) -> None:
+        """One series per kind of failure, 1 for the current one (all 0 while requests succeed)."""
+        for each in metrics.FAILURE_KINDS:
+            metrics.FAILING.labels(self.name, each).set(1 if each == kind else 0)
 
     def _count(self) -> None:
         if hasattr(self.store, "__len__"):
@@ -331,7 +345,7 @@ class Reflector:
         return response
 
 
-def _summary(err: Exception) -> str:
+def summary(err: Exception) -> str:
     """One line, no request headers: urllib3's errors can be long and nested."""
     if isinstance(err, rest.ReadTimeout):
         return "read timed out"
@@ -347,6 +361,22 @@ def _shutdown(response: rest.Stream) -> None:
         response.shutdown()
     except Exception:  # best effort: the thread is a daemon and also bounded by its read timeout
         log.debug("could not shut down the watch response", exc_info=True)
+
+
+def failure_kind(err: Exception) -> str:
+    """The `reason` label of `priority_webhook_cache_failing`: `forbidden` (401/403: the role lacks the
+    permission, or the credentials are refused), `not_found` (404: the API server does not serve the
+    collection), `unavailable` (no answer, or a 5xx) or `other` (429, a broken stream, bad JSON...)."""
+    if isinstance(err, rest.ApiError):
+        if err.status in (401, 403):
+            return "forbidden"
+        if err.status == 404:
+            return "not_found"
+        if err.status >= 500:
+            return "unavailable"
+    if isinstance(err, rest.Unreachable):
+        return "unavailable"
+    return "other"
 
 
 def retry_cap(err: Exception, backoff_max: float, reconnect_max: float) -> float:

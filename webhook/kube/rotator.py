@@ -62,6 +62,7 @@ class PassResult:
     ready: bool
     configurations_found: int
     actions: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # logged as warnings: what this pass could not do
 
 
 class Conflict(Exception):
@@ -133,7 +134,11 @@ class Rotator:
         return view
 
     # -- the webhook configurations -----------------------------------------------------------------------
-    def read_configs(self) -> list[ConfigView]:
+    def read_configs(self, problems: list[str] | None = None) -> list[ConfigView]:
+        """The configurations found. One the webhook may not read (403) is left out, as one that does not
+        exist is, with a line in `problems`: its trust cannot be checked nor its caBundle kept, but the
+        webhook still serves (another replica or the installer may keep it); only a role fixed brings it
+        back into the loop."""
         name = self.settings.configuration
         if name is None:
             return []
@@ -142,7 +147,12 @@ class Rotator:
             try:
                 found.append(ConfigView(kind, call_json(self.api, "GET", rest.named(path, name))))
             except rest.ApiError as err:
-                if err.status != 404:
+                if err.status == 403 and problems is not None:
+                    problems.append(
+                        f"{kind} {name}: may not be read (HTTP 403): its caBundle is not checked nor kept; "
+                        f"grant get and patch on it"
+                    )
+                elif err.status != 404:
                     raise
         return found
 
@@ -186,20 +196,8 @@ class Rotator:
             pair = tls.load_key_pair(cert_file, key_file)
         except (OSError, ValueError):
             return None
-        issuer = None
-        for fingerprint, ca in view.certs.items():
-            try:
-                pair.cert.verify_directly_issued_by(ca)
-            except (InvalidSignature, ValueError, TypeError):
-                continue
-            issuer = fingerprint
-            break
-        try:
-            sans = pair.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        except x509.ExtensionNotFound:
-            return ServingCert(cert_info(pair.cert), issuer, ())
-        names = [*sans.get_values_for_type(x509.DNSName), *map(str, sans.get_values_for_type(x509.IPAddress))]
-        return ServingCert(cert_info(pair.cert), issuer, tuple(names))
+        issuer = next((fp for fp, ca in view.certs.items() if _issued_by(pair.cert, ca)), None)
+        return ServingCert(cert_info(pair.cert), issuer, _names(pair.cert))
 
     def _issue(self, signer: tls.KeyPair) -> tls.KeyPair:
         self.settings.cert_dir.mkdir(parents=True, exist_ok=True)
@@ -223,11 +221,12 @@ class Rotator:
     # -- one pass ---------------------------------------------------------------------------------------
     def reconcile(self) -> PassResult:
         actions: list[str] = []
-        configs = self.read_configs()
+        problems: list[str] = []
+        configs = self.read_configs(problems)
         view = self._settle_ca(configs, actions)
         state = view.state
         if state is None:  # every step lost a race: the next pass reads the winner's
-            return PassResult(False, len(configs), actions)
+            return PassResult(False, len(configs), actions, problems)
         bundle = view.bundle_pem(state)
         for config in configs:
             name = config.obj["metadata"]["name"]
@@ -245,7 +244,7 @@ class Rotator:
             actions.append(f"serving certificate issued ({reason}), valid until {until}")
         assert serving is not None
         ready = serving.issuer is not None and all_trust((c.published for c in configs), serving.issuer)
-        return PassResult(ready, len(configs), actions)
+        return PassResult(ready, len(configs), actions, problems)
 
     def reconcile_logged(self) -> PassResult | None:
         """One pass; API and connection errors are logged in one line (the next pass retries)."""
@@ -263,16 +262,52 @@ class Rotator:
             return None
         for action in result.actions:
             log.info("certificate rotation: %s", action)
+        for problem in result.problems:
+            log.warning("certificate rotation: %s", problem)
         return result
 
     def wait_ready(self, interval: float, stop: threading.Event) -> bool:
-        """Passes until the serving certificate is trusted by every configuration found (False if stopped)."""
+        """Passes until the serving certificate is trusted by every configuration found (False if stopped).
+
+        A pass that cannot reach or use the API server (down, the Secret forbidden...) does not hold back a
+        replica that already has a certificate: one that a past pass issued into the cert dir (a container
+        restarted in its pod keeps the emptyDir), issued by a CA of the bundle that pass published, valid
+        now and naming the service, is served at once; the rotation goes on in the background."""
         while not stop.is_set():
             result = self.reconcile_logged()
             if result is not None and result.ready:
                 return True
+            kept = self.kept_serving() if result is None else None
+            if kept is not None:
+                log.warning(
+                    "certificate rotation: the API server could not be used; serving the certificate already "
+                    "in %s meanwhile (%s)",
+                    self.settings.cert_dir,
+                    kept,
+                )
+                return True
             stop.wait(min(interval, FAST_INTERVAL))
         return False
+
+    def kept_serving(self) -> str | None:
+        """The cert dir's serving certificate, if it can be served without the API server: issued by a CA
+        of its ca.crt (the bundle a past pass published), valid now, naming the service. One line saying
+        so, else None."""
+        cert_dir = self.settings.cert_dir
+        try:
+            pair = tls.load_key_pair(cert_dir / tls.TLS_CERT, cert_dir / tls.TLS_KEY)
+            bundle = x509.load_pem_x509_certificates((cert_dir / tls.CA_CERT).read_bytes())
+        except (OSError, ValueError):
+            return None
+        now = self.clock()
+        cert = pair.cert
+        if not cert.not_valid_before_utc <= now < cert.not_valid_after_utc:
+            return None
+        if not any(_issued_by(cert, ca) for ca in bundle):
+            return None
+        if not set(self.settings.names) <= set(_names(cert)):
+            return None
+        return f"valid until {cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
     def run(self, interval: float, stop: threading.Event, wake: threading.Event) -> None:
         """A pass every `interval` seconds, and at once when `wake` is set, until `stop`."""
@@ -301,6 +336,23 @@ class Rotator:
             target=self.run, args=(interval, stop, wake), name="cert-rotation", daemon=True
         ).start()
         return stop
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True
+
+
+def _names(cert: x509.Certificate) -> tuple[str, ...]:
+    """The DNS names and IP addresses a certificate is for."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return ()
+    return (*sans.get_values_for_type(x509.DNSName), *map(str, sans.get_values_for_type(x509.IPAddress)))
 
 
 class _Waker:

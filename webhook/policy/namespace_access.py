@@ -4,7 +4,9 @@ The annotation holds a label selector (webhook.policy.label_selector); a pod, a 
 a PodGroup that resolves to the class (by name, or as the global default) in a namespace whose labels do
 not match is refused, or only warned about when the class says `priority-webhook.io/enforcement: audit`.
 No annotation, no rule. A class whose annotations cannot be read (written while the webhook was not
-checking classes) refuses: a rule nobody can read must not turn into no rule.
+checking classes) refuses: a rule nobody can read must not turn into no rule. Likewise a rule that cannot be
+evaluated because no namespace's labels can be had (the webhook may not list namespaces, or has not yet)
+refuses under `deny`, naming the cause, and is reported as not checked under `audit`.
 
 Only CREATE is decided: a pod's and a PodGroup's class cannot change afterwards, so an UPDATE (a label, a
 finalizer, a status) of an object admitted before a namespace was relabelled is never blocked by it.
@@ -35,6 +37,11 @@ class NamespaceLabels(Protocol):
     def labels_of(self, namespace: str) -> Mapping[str, str] | None:
         """The namespace's labels; None when they are not known (no such namespace seen)."""
         ...
+
+
+class LabelsUnavailable(Exception):
+    """Raised by `NamespaceLabels.labels_of` when no namespace's labels can be known now (the source cannot
+    list namespaces, or has not yet): the rule cannot be evaluated. The message is the cause, one line."""
 
 
 class NoNamespaces:
@@ -110,20 +117,34 @@ def check_namespace(
     Labels are looked up only for a class with a rule (a lookup may have to wait, see the server)."""
     if rule is None:
         return None
+    if rule.selector is not None and not rule.selector.requirements:
+        return None  # the empty selector matches every namespace: no lookup needed
+    labels: Mapping[str, str] | None = None
+    unavailable: LabelsUnavailable | None = None
+    if rule.selector is not None:
+        try:
+            labels = namespaces.labels_of(namespace)
+        except LabelsUnavailable as err:
+            unavailable = err
+        if labels is not None and rule.selector.matches(labels):
+            return None  # the common case: nothing below (the messages) is built
     where = f"PriorityClass {class_name} may not be used in namespace {namespace}"
+    selector = f"{ALLOWED_NAMESPACES}: {_quoted(rule.text)}"
     if rule.selector is None:
         return Refusal(f"{where}: its annotations cannot be read ({rule.problem})", rule.audit)
-    if not rule.selector.requirements:
-        return None  # the empty selector matches every namespace: no lookup needed
-    labels = namespaces.labels_of(namespace)
-    selector = f"{ALLOWED_NAMESPACES}: {_quoted(rule.text)}"
+    if unavailable is not None:
+        if rule.audit:
+            return Refusal(
+                f"PriorityClass {class_name}: {selector} was not checked for namespace {namespace}: "
+                f"{unavailable}",
+                audit=True,
+            )
+        return Refusal(f"{where}: {selector} cannot be checked: {unavailable}", audit=False)
     if labels is None:
         return Refusal(
             f"{where}: the namespace's labels are unknown, so they cannot be checked against {selector}",
             rule.audit,
         )
-    if rule.selector.matches(labels):
-        return None
     return Refusal(f"{where}: its labels do not match {selector}", rule.audit)
 
 

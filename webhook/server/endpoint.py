@@ -5,7 +5,8 @@ Two callers, one decision: the Flask view (webhook.server.app: tests, any WSGI s
 worker, which answers a small review on its event loop as soon as the body is read (webhook.server.worker)
 instead of handing it to a pool thread and back. That hand-off and Flask's request machinery were half of
 what a review cost the server (docs/performance.md, "Ours against the floor"). A review that must wait
-(the class cache's first sync, an eviction's pod lookup from the API server) never waits on the loop:
+(the class cache's first sync, an eviction's pod lookup from the API server, a namespace not cached yet)
+never waits on the loop:
 `answer_on_loop` returns None for it before deciding anything, and the worker runs it in a thread through
 the WSGI app.
 
@@ -25,7 +26,7 @@ import orjson
 from webhook.k8s import OPERATIONS
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodLookupError, PodNodes
-from webhook.policy.namespace_access import NO_NAMESPACES, NamespaceLabels
+from webhook.policy.namespace_access import NO_NAMESPACES, LabelsUnavailable, NamespaceLabels
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
 from webhook.review import MalformedReview, Stage, handle_review
 from webhook.review.routes import LABELS
@@ -40,9 +41,12 @@ READY_WAIT = 2.0
 # the API server sends it is a few KiB (about 0.1 ms); an UPDATE of a 3 MiB object would hold every other
 # connection of the worker for tens of milliseconds, so it goes to a thread.
 ON_LOOP_MAX_BYTES = 64 * 1024
-# How long a review waits for a namespace the Namespace cache has not seen yet (created a moment before the
-# pod): the watch event is usually milliseconds behind. Past it the labels are unknown and a rule refuses.
+# How long a review whose class has a rule waits for a namespace the Namespace cache has not seen yet
+# (created a moment before the pod; the watch event is usually milliseconds behind), or for the cache's first
+# LIST while no attempt has failed yet. Past it the labels are unknown and the rule refuses (or warns).
 NAMESPACE_WAIT = 1.0
+# The cause given when the Namespace cache's first LIST has not been answered within NAMESPACE_WAIT.
+NOT_LISTED = "the namespaces are not listed yet (the API server has not answered the webhook's LIST)"
 EVICTION_RESOURCE = "pods/eviction"  # the metric label of the sidecar's evictions (/validate)
 # Metric label values come from the request; only these are kept as they are (bounded cardinality).
 KNOWN_RESOURCES = LABELS  # one per route (webhook/review/routes.py)
@@ -76,8 +80,10 @@ _NO_LOOKUP = _NoLookupOnLoop()
 
 @dataclass(frozen=True)
 class _CachedNamespaces:
-    """`NamespaceLabels` from the cache. On the event loop a namespace not cached yet sends the review to a
-    thread; there it is waited for, at most `wait` seconds."""
+    """`NamespaceLabels` from the cache, asked only for a class with a rule. On the event loop a namespace
+    not cached yet sends the review to a thread; there it is waited for, at most `wait` seconds in all
+    (the cache's first LIST included). A cache that cannot list namespaces (its last attempt failed) is
+    not waited for: the rule cannot be evaluated, and the review says why at once (LabelsUnavailable)."""
 
     cache: NamespaceCache
     on_loop: bool
@@ -87,9 +93,19 @@ class _CachedNamespaces:
         labels = self.cache.labels_of(namespace)
         if labels is not None:
             return labels
+        listed = self.cache.ready()
+        if not listed:
+            cause = self.cache.failure()
+            if cause is not None:
+                raise LabelsUnavailable(cause)
         if self.on_loop:
             raise _NeedsThread
-        return self.cache.wait_for(namespace, self.wait)
+        if listed:
+            return self.cache.wait_for(namespace, self.wait)
+        started = time.monotonic()
+        if not self.cache.wait_ready(self.wait):
+            raise LabelsUnavailable(self.cache.failure() or NOT_LISTED)
+        return self.cache.wait_for(namespace, max(0.0, self.wait - (time.monotonic() - started)))
 
 
 def check_content_type(content_type: str | None) -> None:
@@ -145,8 +161,6 @@ class ReviewEndpoint:
         without holding up the loop's other connections, or it would wait)."""
         if len(body) > ON_LOOP_MAX_BYTES or not self.store.ready():
             return None
-        if self.namespaces is not None and not self.namespaces.ready():
-            return None
         return self._answer(content_type, lambda: body, on_loop=True)
 
     def _answer(
@@ -158,7 +172,7 @@ class ReviewEndpoint:
         try:
             check_content_type(content_type)
             body = parse_json(read_body())
-            self._wait_ready(started)
+            self._wait_ready()
             pods = _NO_LOOKUP if on_loop and self.pods is not None else self.pods
             namespaces = self._loop_namespaces if on_loop else self._thread_namespaces
             review, req, decision = handle_review(
@@ -199,14 +213,11 @@ class ReviewEndpoint:
     def _thread_namespaces(self) -> NamespaceLabels:
         return NO_NAMESPACES if self.namespaces is None else _CachedNamespaces(self.namespaces, on_loop=False)
 
-    def _wait_ready(self, started: float) -> None:
-        """Both caches' first sync, within `ready_wait` in all; NotReady past it."""
+    def _wait_ready(self) -> None:
+        """The class cache's first sync, within `ready_wait`; NotReady past it. The Namespace cache is never
+        waited for here: only a class with a rule reads it (`_CachedNamespaces`)."""
         if not self.store.wait_ready(self.ready_wait):
             raise NotReady("PriorityClasses not synced yet: answering now would misjudge every pod")
-        if self.namespaces is not None:
-            left = max(0.0, self.ready_wait - (time.perf_counter() - started))
-            if not self.namespaces.wait_ready(left):
-                raise NotReady("Namespaces not synced yet: an allowed-namespaces rule cannot be checked")
 
 
 def endpoints(

@@ -23,14 +23,16 @@ StatusAnswer = tuple[int, str, bytes]
 Probe = Callable[[], StatusAnswer]
 
 
-def _status(status: int, text: str) -> StatusAnswer:
-    return status, JSON, orjson.dumps({"status": text})
+def _status(status: int, text: str, **more: object) -> StatusAnswer:
+    return status, JSON, orjson.dumps({"status": text, **more})
 
 
 @dataclass(frozen=True)
 class Probes:
-    """Liveness says the process answers; readiness says both caches have synced, so a review now would be
-    decided on real state (until then the Service sends no review here)."""
+    """Liveness says the process answers; readiness says the class cache has synced, so a review now would
+    be decided on real state (until then the Service sends no review here). The Namespace cache is only a
+    condition in the answer (`namespaces`): readiness never waits for it, since only a class with an
+    allowed-namespaces rule needs it, and such a class says what it cannot check in its own reviews."""
 
     store: ClassStore
     namespaces: NamespaceCache | None = None
@@ -39,11 +41,18 @@ class Probes:
         return _status(200, "ok")
 
     def readyz(self) -> StatusAnswer:
+        conditions = {} if self.namespaces is None else {"namespaces": self._namespaces_condition()}
         if not self.store.ready():
-            return _status(503, "not ready: PriorityClasses not synced yet")
-        if self.namespaces is not None and not self.namespaces.ready():
-            return _status(503, "not ready: Namespaces not synced yet")
-        return _status(200, "ready")
+            return _status(503, "not ready: PriorityClasses not synced yet", **conditions)
+        return _status(200, "ready", **conditions)
+
+    def _namespaces_condition(self) -> str:
+        """`synced`, or why allowed-namespaces rules cannot be checked now (the cause, one line)."""
+        assert self.namespaces is not None
+        if self.namespaces.ready():
+            return "synced"
+        cause = self.namespaces.failure()
+        return f"not synced: {cause}" if cause else "not synced yet"
 
     def metrics(self) -> StatusAnswer:
         body, content_type = metrics.exposition()

@@ -52,9 +52,15 @@ class NamespaceCache(Protocol):
 
     def wait_ready(self, timeout: float) -> bool: ...
 
+    def failure(self) -> str | None: ...
+
 
 def open_namespaces(spec: StoreSpec) -> NamespaceCache | None:
-    """A started Namespace cache, with a cluster only: without one, no namespace's labels are known."""
+    """A started Namespace cache, with a cluster only: without one, no namespace's labels are known.
+
+    Started with the class cache, so that a class that gains a rule finds the labels already listed, but
+    never waited for: readiness and every review whose class has no rule depend on the classes alone, and
+    a webhook whose role may not list namespaces serves them all (webhook.server.endpoint)."""
     if not spec.cluster:
         return None
     from webhook.kube.config import api_client
