@@ -33,8 +33,10 @@ from webhook.review import Stage, handle_review
 from webhook.server.endpoint import NOT_LISTED
 
 pytestmark = pytest.mark.timeout(120)
-# The bound: ready within a second of the class LIST, whatever the namespaces do.
-READY_AFTER_CLASSES = 1.0
+# Ready once the class LIST is answered, whatever the namespaces do: each fault lasts the whole test (a stall
+# never ends), so being ready at all shows that readiness does not wait on namespaces. The deadline is only
+# how long a loaded machine may take (it takes well under a second on a quiet one); not a limit under test.
+READY_AFTER_CLASSES = 15.0
 
 
 def _namespaces(record: RequestRecord) -> bool:
