@@ -17,7 +17,7 @@ suite's own report:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +26,15 @@ from typing import Any
 import pytest
 
 from testkit import upstream_e2e
-from testkit.cluster_webhook import RegisteredWebhook, registered_webhook
+from testkit.cluster_webhook import IMAGE, RegisteredWebhook, registered_webhook
 from testkit.envtest import ControlPlane
 from testkit.hollow_node import HollowNode
+from testkit.wait import wait_for
 
 _HERE = Path(__file__).parent
 _NOT_RUN: list[str] = []
-_LINES: list[str] = []
+# (mode, Kubernetes version) -> [specs passed, specs run], from the suite's own reports.
+_COUNTS: dict[tuple[str, str], list[int]] = {}
 _CLUSTERS = pytest.StashKey[list["Cluster"]]()
 _RUNS = pytest.StashKey[list[upstream_e2e.Run]]()
 
@@ -49,6 +51,10 @@ NODES = ("hollow-1", "hollow-2")
 # Room for the specs' pods (a few each) and the ReplicaSets' replacements; 40 is what a hollow node was seen
 # to run them with.
 MAX_PODS = 40
+# What e2e's node health check (`WaitForTotalHealthy`, in the preemption specs' BeforeEach) looks for on each
+# schedulable node: a Running kube-system pod named like each of these, the per-node agents a cluster runs as
+# DaemonSets. Without them the check waits out its minute in every spec (it never fails): 6 minutes a mode.
+NODE_AGENTS = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
 
 
 def upstream_required() -> bool:
@@ -85,6 +91,20 @@ class Cluster:
     plane: ControlPlane
     nodes: list[HollowNode]
     hook: RegisteredWebhook | None
+    namespaces: frozenset[str]  # once started: the API server's own and the release namespace
+    pods: frozenset[str]  # once started (the node agents, NAMESPACE/NAME)
+
+    def wait_as_started(self) -> None:
+        """Wait until what a spec made is gone: its namespaces (their deletion ends once their pods are
+        gone) and its pods in kube-system. A spec's pods still terminating hold resources the next spec's
+        pods need (upstream's own wait between specs looks only at namespaces named `e2e-tests-*`)."""
+
+        def back() -> bool:
+            return (
+                names(self.plane, "pods") == self.pods and names(self.plane, "namespaces") == self.namespaces
+            )
+
+        wait_for(back, timeout=180, interval=0.5, what=f"the {self.mode} cluster as it started")
 
     def logs(self) -> str:
         text = self.plane.logs()
@@ -111,7 +131,46 @@ def started_cluster(workdir: Path, mode: str, *, webhook: bool) -> Iterator[Clus
             stack.callback(node.close)
             nodes.append(node)
         hook = stack.enter_context(registered_webhook(plane, workdir / "webhook")) if webhook else None
-        yield Cluster(mode, plane, nodes, hook)
+        start_node_agents(plane, NODES)
+        yield Cluster(mode, plane, nodes, hook, names(plane, "namespaces"), names(plane, "pods"))
+
+
+def names(plane: ControlPlane, resource: str) -> frozenset[str]:
+    """The names of every object of `resource` in the cluster (NAMESPACE/NAME where namespaced)."""
+    response = plane.get(f"/api/v1/{resource}")
+    response.raise_for_status()
+    return frozenset(
+        "/".join(filter(None, (item["metadata"].get("namespace"), item["metadata"]["name"])))
+        for item in response.json()["items"]
+    )
+
+
+def start_node_agents(plane: ControlPlane, nodes: Sequence[str]) -> None:
+    """A pod of each NODE_AGENTS name on each node, in kube-system, as its DaemonSet would place it (bound
+    to the node, `system-node-critical`, no requests); returns once the kubelets run them."""
+    placed = {f"{agent}-{node}": node for node in nodes for agent in NODE_AGENTS}
+    plane.apply(
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {
+                    "nodeName": node,
+                    "priorityClassName": "system-node-critical",
+                    "containers": [{"name": "agent", "image": IMAGE}],
+                },
+            }
+            for name, node in placed.items()
+        )
+    )
+
+    def running() -> bool:
+        found = plane.get("/api/v1/namespaces/kube-system/pods").json()["items"]
+        phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase") for p in found}
+        return all(phases.get(name) == "Running" for name in placed)
+
+    wait_for(running, timeout=60, interval=0.2, what=f"the node agents Running: {sorted(placed)}")
 
 
 @pytest.fixture(scope="session")
@@ -146,9 +205,11 @@ def tracked(request: pytest.FixtureRequest) -> Callable[[Cluster | upstream_e2e.
     return track
 
 
-def record(line: str) -> None:
-    """A line for the run's summary."""
-    _LINES.append(line)
+def count(cluster: Cluster, spec: upstream_e2e.Spec) -> None:
+    """A spec the suite reported, for the mode's summary line."""
+    counts = _COUNTS.setdefault((cluster.mode, cluster.plane.version), [0, 0])
+    counts[0] += spec.passed
+    counts[1] += 1
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -164,5 +225,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for line in _NOT_RUN + _LINES:
+    for line in _NOT_RUN:
         terminalreporter.write_line(line)
+    for (mode, version), (passed, ran) in _COUNTS.items():
+        specs = f"{passed} specs passed" if passed == ran else f"{passed} of {ran} specs passed"
+        terminalreporter.write_line(f"upstream e2e: {specs} {SAYS[mode]} (Kubernetes {version})")
