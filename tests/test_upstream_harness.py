@@ -1,9 +1,10 @@
-"""Where the upstream suite finds `e2e.test` and what it runs against (testkit/upstream_e2e.py), and the one
-line it prints where a part is missing. The binaries here are empty executable files: only their presence is
-looked at."""
+"""The upstream suite's harness (testkit/upstream_e2e.py) without a cluster: where it finds `e2e.test` and what
+it runs against, the one line it prints where a part is missing, the focus it gives, and how it reads the
+suite's own report. The binaries here are empty executable files: only their presence is looked at."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -80,6 +81,51 @@ def test_the_focus_selects_each_spec_by_its_whole_text() -> None:
         assert not pattern.search(name + " [Slow]")  # a longer text is another spec
     # The brackets are literal: "[Serial]" is not a character class.
     assert not pattern.search(upstream_e2e.SPECS[0].replace("[Serial]", "S"))
+
+
+def spec_report(
+    leaf: str, state: str, *, kind: str = "It", seconds: float = 1.5, **failure: object
+) -> object:
+    """One entry of a Ginkgo JSON report's SpecReports, with the fields the harness reads."""
+    report: dict[str, object] = {
+        "ContainerHierarchyTexts": ["[sig-x] Thing [Serial]", "Context"] if kind == "It" else None,
+        "LeafNodeType": kind,
+        "LeafNodeText": leaf,
+        "State": state,
+        "RunTime": int(seconds * 1e9),
+    }
+    if failure:
+        report["Failure"] = failure
+    return report
+
+
+def test_the_report_gives_the_specs_that_ran_with_their_failures(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    reports = [
+        spec_report("", "passed", kind="SynchronizedBeforeSuite"),
+        spec_report("works", "passed"),
+        spec_report("was not focused", "skipped"),
+        spec_report(
+            "breaks",
+            "failed",
+            seconds=300,
+            Message="Timed out after 300s.\nExpected Pod to be Running",
+            Location={"FileName": "test/e2e/x.go", "LineNumber": 179},
+        ),
+        spec_report("panics", "panicked", Message="Test Panicked", ForwardedPanic="nil map"),
+        spec_report("Kubernetes e2e suite report", "passed", kind="ReportAfterSuite"),
+    ]
+    path.write_text(json.dumps([{"SuiteDescription": "Kubernetes e2e suite", "SpecReports": reports}]))
+    specs = upstream_e2e.read_report(path)
+    assert [(spec.name, spec.state, spec.passed) for spec in specs] == [
+        ("[sig-x] Thing [Serial] Context works", "passed", True),
+        ("[sig-x] Thing [Serial] Context breaks", "failed", False),
+        ("[sig-x] Thing [Serial] Context panics", "panicked", False),
+    ]
+    assert specs[0].failure == "" and specs[0].seconds == 1.5
+    assert specs[1].failure == "Timed out after 300s.\nExpected Pod to be Running\n  at test/e2e/x.go:179"
+    assert specs[1].seconds == 300
+    assert specs[2].failure == "Test Panicked\npanic: nil map"
 
 
 def collect_upstream(env: dict[str, str]) -> tuple[int, list[str], str]:
