@@ -7,16 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from testkit import upstream_e2e
-from testkit.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV
-from testkit.server import REPO
-from tests.test_envtest_discovery import ARCH, folder
+from tests.test_envtest_discovery import ARCH, collect, empty_data_folder, folder
 
 PLANE = ("etcd", "kube-apiserver", "kubectl")
 PARTS = ("kube-controller-manager", "kube-scheduler", "kubemark")
@@ -26,10 +22,7 @@ AS_ROOT = [] if os.geteuid() == 0 else ["the hollow nodes' kubelet must run as r
 @pytest.fixture
 def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty setup-envtest data folder; no envtest variable and no E2E_TEST set."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    for env in (ASSETS_ENV, OLDEST_ASSETS_ENV, upstream_e2e.E2E_TEST_ENV):
-        monkeypatch.delenv(env, raising=False)
-    return tmp_path / "xdg" / "kubebuilder-envtest" / "k8s"
+    return empty_data_folder(tmp_path, monkeypatch, upstream_e2e.E2E_TEST_ENV)
 
 
 def test_no_envtest_folder_is_named_as_envtest_names_it(data: Path) -> None:
@@ -130,16 +123,7 @@ def test_the_report_gives_the_specs_that_ran_with_their_failures(tmp_path: Path)
 
 def collect_upstream(env: dict[str, str]) -> tuple[int, list[str], str]:
     """Collect tests/upstream in a pytest of its own: its exit code, the `upstream e2e` lines, all it printed."""
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/upstream", "--collect-only", "-q"],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    output = run.stdout + run.stderr
-    return run.returncode, [line for line in output.splitlines() if "upstream e2e" in line], output
+    return collect("tests/upstream", env, "upstream e2e")
 
 
 def test_without_e2e_test_the_suite_is_left_out_with_one_line(data: Path) -> None:
@@ -153,7 +137,7 @@ def test_required_makes_the_absence_an_error(data: Path) -> None:
     code, lines, output = collect_upstream({"UPSTREAM_E2E_REQUIRED": "1"})
     assert code == 4, output  # pytest's usage error: nothing ran
     assert any(
-        "upstream e2e specs are required (UPSTREAM_E2E_REQUIRED=1) but upstream e2e: not run: no envtest folder"
+        "upstream e2e tests are required (UPSTREAM_E2E_REQUIRED=1) but upstream e2e: not run: no envtest folder"
         in line
         for line in lines
     ), output

@@ -16,7 +16,6 @@ suite's own report:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from testkit.cluster_webhook import IMAGE, RegisteredWebhook, registered_webhook
 from testkit.envtest import ControlPlane
 from testkit.hollow_node import HollowNode
 from testkit.wait import wait_for
+from tests.suite_gate import leave_out
 
 _HERE = Path(__file__).parent
 _NOT_RUN: list[str] = []
@@ -57,29 +57,15 @@ MAX_PODS = 40
 NODE_AGENTS = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
 
 
-def upstream_required() -> bool:
-    """`UPSTREAM_E2E_REQUIRED=1`: a missing part is an error rather than a line in the summary."""
-    return os.environ.get("UPSTREAM_E2E_REQUIRED", "").lower() in ("1", "true", "yes")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without e2e.test or a part to run it against, leave the suite out with one summary line (an error
     under UPSTREAM_E2E_REQUIRED=1). Collection only looks."""
-    ours = [item for item in items if _HERE in item.path.parents]
-    if not ours:
-        return
-    reason = upstream_e2e.unavailable()
-    if reason is None:
-        return
-    if upstream_required():
-        raise pytest.UsageError(
-            f"upstream e2e specs are required (UPSTREAM_E2E_REQUIRED=1) but upstream e2e: not run: {reason}"
-        )
-    gone = set(ours)
-    items[:] = [item for item in items if item not in gone]
-    config.hook.pytest_deselected(items=ours)
-    _NOT_RUN.append(f"upstream e2e: not run: {reason}")
+    line = leave_out(
+        config, items, _HERE, upstream_e2e.unavailable, env="UPSTREAM_E2E_REQUIRED", what="upstream e2e"
+    )
+    if line:
+        _NOT_RUN.append(line)
 
 
 @dataclass
