@@ -66,7 +66,7 @@ def data_folder() -> Path:
     return Path(base) / "kubebuilder-envtest" / "k8s"
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """A path as a person reads it in a summary line: the home folder as `~`."""
     home = str(Path.home())
     text = str(path)
@@ -111,7 +111,7 @@ def assets_dir(env: str = ASSETS_ENV) -> Path:
         if not missing:
             return folder
         incomplete.append(f"{folder.name} lacks {', '.join(missing)}")
-    looked = f"none under {_shown(data_folder())}" if not incomplete else "; ".join(incomplete)
+    looked = f"none under {shown(data_folder())}" if not incomplete else "; ".join(incomplete)
     raise AssetsMissing(f"no envtest folder ({env} unset; {looked})")
 
 

@@ -34,14 +34,20 @@ def folder(root: Path, name: str, binaries: tuple[str, ...] = FULL) -> Path:
     return path
 
 
+def empty_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *unset: str) -> Path:
+    """An empty setup-envtest data folder under XDG_DATA_HOME, neither envtest variable nor those in `unset`
+    set: the data folder's path (made by `folder()` as a test needs it)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for env in (ASSETS_ENV, OLDEST_ASSETS_ENV, *unset):
+        monkeypatch.delenv(env, raising=False)
+    return tmp_path / "xdg" / "kubebuilder-envtest" / "k8s"
+
+
 @pytest.fixture
 def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty setup-envtest data folder under XDG_DATA_HOME, no variable set, no etcd on PATH."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(ASSETS_ENV, raising=False)
-    monkeypatch.delenv(OLDEST_ASSETS_ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
-    return tmp_path / "xdg" / "kubebuilder-envtest" / "k8s"
+    return empty_data_folder(tmp_path, monkeypatch)
 
 
 def test_the_data_folder_follows_xdg_data_home(data: Path) -> None:
@@ -120,18 +126,25 @@ def test_a_variable_naming_an_incomplete_folder_says_what_it_lacks(
     assert str(err.value) == f"{ASSETS_ENV}={named} lacks kube-apiserver, kubectl"
 
 
-def collect_e2e(env: dict[str, str]) -> tuple[int, list[str]]:
-    """Collect tests/e2e in a pytest of its own with `env`: its exit code and the `end-to-end:` lines."""
+def collect(suite: str, env: dict[str, str], marker: str) -> tuple[int, list[str], str]:
+    """Collect the folder `suite` in a pytest of its own with `env`: its exit code, the lines that contain
+    `marker` (its summary lines), and all it printed."""
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/e2e", "--collect-only", "-q", "-p", "no:randomly"],
+        [sys.executable, "-m", "pytest", suite, "--collect-only", "-q", "-p", "no:randomly"],
         cwd=REPO,
         env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    lines = (run.stdout + run.stderr).splitlines()
-    return run.returncode, [line for line in lines if "end-to-end" in line]
+    output = run.stdout + run.stderr
+    return run.returncode, [line for line in output.splitlines() if marker in line], output
+
+
+def collect_e2e(env: dict[str, str]) -> tuple[int, list[str]]:
+    """Collect tests/e2e in a pytest of its own with `env`: its exit code and the `end-to-end:` lines."""
+    code, lines, _ = collect("tests/e2e", env, "end-to-end")
+    return code, lines
 
 
 def test_without_a_folder_each_version_says_it_did_not_run(data: Path) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from testkit.apiserver_metrics import grown, scrape, selected
 from testkit.cluster_webhook import (
     RELEASE,
     RELEASE_NAMESPACE,
@@ -28,12 +29,8 @@ from tests.chart.scenarios import SCENARIOS
 from tests.e2e.chart_rbac import render_chart
 
 NS = "e2e-apiserver-metrics"
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SELECTOR = re.compile(r"\b(apiserver_admission_[a-z_]+)\{([^}]*)\}")
 MATCHER = re.compile(r'(\w+)(=~|!~|!=|=)"((?:[^"\\]|\\.)*)"')
-# One exposition line, read as Prometheus stores it (sample names as written: no suffix added).
-LINE = re.compile(r"^(apiserver_admission_webhook_\w+)\{(.*)\} (\S+)$", re.MULTILINE)
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +42,6 @@ def hook(
         yield no_priority_webhook
     finally:
         no_priority_plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-
-
-def scrape(cluster: ControlPlane) -> Samples:
-    response = cluster.get("/metrics")
-    response.raise_for_status()
-    samples: Samples = {}
-    for name, labels, value in LINE.findall(response.text):
-        samples[(name, frozenset(LABEL.findall(labels)))] = float(value)
-    return samples
 
 
 def selectors() -> dict[str, list[tuple[str, list[tuple[str, str, str]]]]]:
@@ -72,33 +60,6 @@ def selectors() -> dict[str, list[tuple[str, list[tuple[str, str, str]]]]]:
                 ]
                 found.setdefault(alert["alert"], []).append((name, matchers))
     return found
-
-
-def matches(labels: frozenset[tuple[str, str]], matchers: list[tuple[str, str, str]]) -> bool:
-    have = dict(labels)
-    for label, op, value in matchers:
-        actual = have.get(label, "")
-        ok = {
-            "=": actual == value,
-            "!=": actual != value,
-            "=~": re.fullmatch(value, actual) is not None,
-            "!~": re.fullmatch(value, actual) is None,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
-def selected(samples: Samples, name: str, matchers: list[tuple[str, str, str]]) -> Samples:
-    return {key: v for key, v in samples.items() if key[0] == name and matches(key[1], matchers)}
-
-
-def grown(before: Samples, after: Samples, name: str, matchers: list[tuple[str, str, str]]) -> Samples:
-    return {
-        key: value - before.get(key, 0.0)
-        for key, value in selected(after, name, matchers).items()
-        if value > before.get(key, 0.0)
-    }
 
 
 def test_the_alerts_select_what_the_api_server_exports_during_an_outage(

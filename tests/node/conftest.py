@@ -18,7 +18,6 @@ was found), then starts the second. A failing test gets the tail of every log of
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import pytest
 from testkit import node_images, node_parts
 from testkit.node import Node
 from tests.node.release import Release
+from tests.suite_gate import leave_out
 
 _HERE = Path(__file__).parent
 _NOT_RUN: list[str] = []
@@ -37,31 +37,19 @@ _NODES = pytest.StashKey[Node]()
 MODES = ("in-tree-on", "in-tree-off")
 
 
-def node_required() -> bool:
-    """`NODE_REQUIRED=1`: a missing part is an error rather than a line in the summary."""
-    return os.environ.get("NODE_REQUIRED", "").lower() in ("1", "true", "yes")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the parts of a node, leave the suite out with one summary line (an error under
     NODE_REQUIRED=1). Nothing is installed here: `unavailable()` only looks."""
-    ours = [item for item in items if _HERE in item.path.parents]
-    if not ours:
+    line = leave_out(config, items, _HERE, node_parts.unavailable, env="NODE_REQUIRED", what="node")
+    if line:
+        _NOT_RUN.append(line)
         return
-    reason = node_parts.unavailable()
-    if reason is None:
-        # A test's budget holds what its session fixtures do first: the image built (on a fresh machine, a
-        # base made from Debian's archive) and a whole node started or stopped.
-        for item in ours:
+    # A test's budget holds what its session fixtures do first: the image built (on a fresh machine, a base
+    # made from Debian's archive) and a whole node started or stopped.
+    for item in items:
+        if _HERE in item.path.parents:
             item.add_marker(pytest.mark.timeout(1800))
-        return
-    if node_required():
-        raise pytest.UsageError(f"node tests are required (NODE_REQUIRED=1) but node: not run: {reason}")
-    gone = set(ours)
-    items[:] = [item for item in items if item not in gone]
-    config.hook.pytest_deselected(items=ours)
-    _NOT_RUN.append(f"node: not run: {reason}")
 
 
 @pytest.fixture(scope="session")

@@ -5,17 +5,13 @@ nothing is installed (collection only looks)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from testkit import node_parts
-from testkit.envtest import ASSETS_ENV, OLDEST_ASSETS_ENV
 from testkit.node_parts import KUBE_PROXY_ENV, KUBELET_ENV, NodeUnavailable, kubernetes_binaries
-from testkit.server import REPO
-from tests.test_envtest_discovery import ARCH, folder
+from tests.test_envtest_discovery import ARCH, collect, empty_data_folder, folder
 
 PLANE = ("etcd", "kube-apiserver", "kubectl", "kube-controller-manager", "kube-scheduler")
 NODE = ("kubelet", "kube-proxy")
@@ -24,10 +20,7 @@ NODE = ("kubelet", "kube-proxy")
 @pytest.fixture
 def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty setup-envtest data folder; no envtest or node variable set."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    for env in (ASSETS_ENV, OLDEST_ASSETS_ENV, KUBELET_ENV, KUBE_PROXY_ENV):
-        monkeypatch.delenv(env, raising=False)
-    return tmp_path / "xdg" / "kubebuilder-envtest" / "k8s"
+    return empty_data_folder(tmp_path, monkeypatch, KUBELET_ENV, KUBE_PROXY_ENV)
 
 
 def test_no_envtest_folder_is_named_as_envtest_names_it(data: Path) -> None:
@@ -104,16 +97,7 @@ def test_missing_debian_packages_without_apt_get(
 
 def collect_node_suite(env: dict[str, str]) -> tuple[int, list[str], str]:
     """Collect tests/node in a pytest of its own: its exit code, the `node:` lines, and all it printed."""
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/node", "--collect-only", "-q"],
-        cwd=REPO,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    output = run.stdout + run.stderr
-    return run.returncode, [line for line in output.splitlines() if "node: " in line], output
+    return collect("tests/node", env, "node: ")
 
 
 def test_without_a_node_the_suite_is_left_out_with_one_line(data: Path) -> None:
