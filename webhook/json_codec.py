@@ -129,7 +129,20 @@ def stdlib_loads(data: bytes | bytearray | memoryview | str) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True)
 # A string (left as it is), a float the standard library writes differently from orjson (an exponent of -5
 # to -9 written `e-05`), or a non-finite float.
-_RESPELL = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?\d(?:\.\d+)?)e-0(\d)|-?Infinity|NaN', re.DOTALL)
+_RESPELL = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(-?\d(?:\.\d+)?)e-0(\d)|-?Infinity|NaN', re.DOTALL)
+_DIGITS = b"0123456789"
+
+
+def _may_need_respelling(data: bytes) -> bool:
+    """A quick look (byte searches, no regex) for what _RESPELL rewrites, in a string too."""
+    if b"NaN" in data or b"Infinity" in data:
+        return True
+    at = data.find(b"e-0")
+    while at > 0:
+        if data[at - 1] in _DIGITS:
+            return True
+        at = data.find(b"e-0", at + 3)
+    return False
 
 
 def _respell(found: re.Match[bytes]) -> bytes:
@@ -147,7 +160,7 @@ def stdlib_dumps(value: Any) -> bytes:
         data = _ENCODER.encode(value).encode("utf-8")
     except (ValueError, RecursionError) as err:  # UnicodeEncodeError (a lone surrogate) is a ValueError
         raise _StdlibEncodeError(str(err)) from None
-    if b"e-0" in data or b"NaN" in data or b"Infinity" in data:
+    if _may_need_respelling(data):
         data = _RESPELL.sub(_respell, data)
     return data
 
