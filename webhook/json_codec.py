@@ -31,10 +31,8 @@ MAX_DEPTH = 1024  # orjson's limit for reading
 # Both engines raise this (orjson's JSONDecodeError is a subclass), with orjson's words for the failures
 # a caller tells apart: "not valid UTF-8", "depth limit exceeded".
 DecodeError = json.JSONDecodeError
-
-
-class _StdlibEncodeError(TypeError):
-    """What the standard library path raises for a value it cannot write (orjson: JSONEncodeError)."""
+# And this for a value they cannot write (orjson's JSONEncodeError is TypeError itself).
+EncodeError = TypeError
 
 
 def _engine() -> str:
@@ -159,7 +157,7 @@ def stdlib_dumps(value: Any) -> bytes:
     try:
         data = _ENCODER.encode(value).encode("utf-8")
     except (ValueError, RecursionError) as err:  # UnicodeEncodeError (a lone surrogate) is a ValueError
-        raise _StdlibEncodeError(str(err)) from None
+        raise EncodeError(str(err)) from None
     if _may_need_respelling(data):
         data = _RESPELL.sub(_respell, data)
     return data
@@ -169,11 +167,10 @@ def stdlib_dumps(value: Any) -> bytes:
 
 loads: Callable[[bytes | bytearray | memoryview | str], Any]
 dumps: Callable[[Any], bytes]
-EncodeError: type[TypeError]
 
 if ENGINE == "orjson":
     import orjson
 
-    loads, dumps, EncodeError = orjson.loads, orjson.dumps, orjson.JSONEncodeError
+    loads, dumps = orjson.loads, orjson.dumps
 else:
-    loads, dumps, EncodeError = stdlib_loads, stdlib_dumps, _StdlibEncodeError
+    loads, dumps = stdlib_loads, stdlib_dumps
