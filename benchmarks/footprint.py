@@ -55,7 +55,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import helm_python as helm  # noqa: E402
-import orjson  # noqa: E402
 import urllib3  # noqa: E402
 
 from testkit import envtest  # noqa: E402
@@ -66,6 +65,7 @@ from testkit.processes import cpu_seconds  # noqa: E402
 from testkit.reviews import review  # noqa: E402
 from testkit.server import free_port  # noqa: E402
 from testkit.wait import wait_for  # noqa: E402
+from webhook import json_codec  # noqa: E402
 
 MIB = 2**20
 NODE = "node-a"
@@ -493,7 +493,7 @@ def real_api_server(workdir: Path) -> Iterator[Cluster]:
                     url = f"{path(plural, ns)}/{obj['metadata']['name']}/status"
                     session.patch(
                         url,
-                        data=orjson.dumps({"status": status}),
+                        data=json_codec.dumps({"status": status}),
                         headers={"Content-Type": "application/merge-patch+json"},
                         timeout=30,
                     ).raise_for_status()
@@ -655,7 +655,7 @@ def reviewer(port: int, counter: list[int]) -> Callable[[threading.Event], None]
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"priorityClassName": "class-123", "containers": [{"name": "c", "image": "nginx"}]},
     }
-    body = orjson.dumps(review(pod))
+    body = json_codec.dumps(review(pod))
 
     def run(stop: threading.Event) -> None:
         connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)

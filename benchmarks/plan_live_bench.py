@@ -39,13 +39,13 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import orjson
 import requests
 from plan_bench import BASELINE, measure
 from plan_snapshot import PREEMPTOR, node, pdb, pod
 
 from testkit.envtest import ControlPlane, free_ports
 from testkit.wait import wait_for
+from webhook import json_codec
 from webhook.kube.config import api_client
 from webhook.kube.listing import list_objects
 
@@ -216,7 +216,7 @@ def plan_figures(plane: ControlPlane, args: argparse.Namespace, tmp: Path) -> li
                 items = [obj for _, obj in list_objects(client)]
             finally:
                 client.close()
-            dump.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+            dump.write_bytes(json_codec.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             del items
         baseline = measure([sys.executable, "-c", BASELINE, str(dump)])
         runs.setdefault("json.load of that file", []).append(baseline)

@@ -116,7 +116,7 @@ def _env() -> dict[str, str]:
 
 
 def sh(line: str) -> subprocess.CompletedProcess[str]:
-    # The pages' `.venv/bin/` is the virtual environment running the tests (scripts/test's on Python 3.13
+    # The pages' `.venv/bin/` is the virtual environment running the tests (scripts/test's in a Debian root
     # is not the checkout's .venv).
     line = re.sub(r"(?<![\w/.])\.venv/bin/", f"{Path(sys.executable).parent}/", line)
     return subprocess.run(

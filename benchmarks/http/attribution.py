@@ -23,11 +23,11 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 # As under `serve`: multiprocess metrics (set before prometheus_client is imported).
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="priority-webhook-attribution-"))
 
-import orjson  # noqa: E402
 from flask import Flask, Response  # noqa: E402
 from floor import CONSTANT  # noqa: E402
 from run import realistic_review  # noqa: E402
 
+from webhook import json_codec  # noqa: E402
 from webhook.files.class_files import static_store  # noqa: E402
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS  # noqa: E402
 from webhook.review.handler import Stage, decide_request, parse_review, response_review  # noqa: E402
@@ -72,7 +72,7 @@ def main() -> None:
     steps: list[tuple[str, Callable[[], object]]] = [
         ("floor app (WSGI call)", lambda: call(floor)),
         ("webhook app (WSGI call)", lambda: call(ours)),
-        ("  orjson.loads of the body", lambda: orjson.loads(data)),
+        (f"  {json_codec.ENGINE}.loads of the body", lambda: json_codec.loads(data)),
         ("  parse_review (fast type check)", lambda: parse_review(review)),
         ("  (marshmallow: envelope, off path)", lambda: REVIEW_SCHEMA.load(review)),
         ("  (marshmallow: pod fields, off path)", lambda: OBJECT_SCHEMAS[POD].validate(pod)),

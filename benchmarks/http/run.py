@@ -17,7 +17,10 @@ the workers, read after each round).
 `--python COMMAND` (repeatable) adds the webhook of this checkout served by another interpreter, also in the
 same rounds: `--python "scripts/debian-python 3.13 python"` runs it on Debian 13's Python 3.13 as
 "webhook-py3.13", beside "webhook" on the interpreter running this script; each is compared with "webhook"
-and with the first one given (Debian 12's 3.11 first: the same builder's 3.11 against its 3.13).
+and with the first one given (Debian 12's 3.11 first: the same builder's 3.11 against its 3.13). One that
+runs without orjson (webhook.json_codec: none installed there, or PRIORITY_WEBHOOK_JSON=json, which
+scripts/debian-python passes on) is named "webhook-pyX.Y-json":
+`--python "env PRIORITY_WEBHOOK_JSON=json scripts/debian-python 3.11 python"`.
 
 `--also-workers N` (repeatable) adds the webhook of this checkout with N workers per server, in the same
 rounds, as "webhook-wN", compared with "webhook" (`--workers`, 2 by default).
@@ -52,6 +55,10 @@ from testkit.server import free_port  # noqa: E402
 from webhook.files import tls  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# The interpreter's version and the JSON engine webhook.json_codec chose there.
+VERSION_AND_ENGINE = (
+    "import sys; from webhook import json_codec; print('%d.%d' % sys.version_info[:2], json_codec.ENGINE)"
+)
 RESULT = re.compile(r"RESULT requests=(\d+) duration_us=(\d+) p50_us=(\d+) p99_us=(\d+) errors=(\d+)")
 
 
@@ -355,14 +362,14 @@ def main() -> int:
         others_workers: list[str] = []
         for command in args.python:
             interpreter = shlex.split(command)
-            version = subprocess.run(
-                [*interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            version, engine = subprocess.run(
+                [*interpreter, "-c", VERSION_AND_ENGINE],
                 cwd=REPO,
                 capture_output=True,
                 text=True,
                 check=True,
-            ).stdout.split()[-1]
-            name = f"webhook-py{version}"
+            ).stdout.split()[-2:]
+            name = f"webhook-py{version}" + ("-json" if engine == "json" else "")
             while name in others:
                 name += "+"
             others.append(name)

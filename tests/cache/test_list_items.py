@@ -1,20 +1,22 @@
-"""webhook.kube.list_items decodes what orjson (rest's decoder) decodes, to the same values, item by item,
-and refuses what orjson refuses."""
+"""webhook.kube.list_items decodes what webhook.json_codec (rest's decoder: orjson, or the standard library
+reading alike) decodes, to the same values, item by item, and refuses what orjson refuses."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 
+from webhook import json_codec
 from webhook.kube import list_items
 
 POD = {"metadata": {"name": "a", "managedFields": [{"manager": "kubelet"}]}, "spec": {"x": [1, 2.5, None]}}
 
 DOCUMENTS = {
-    "a List": orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": [POD, POD]}),
-    "items before metadata": orjson.dumps({"items": [POD], "metadata": {"resourceVersion": "7"}}),
+    "a List": json_codec.dumps(
+        {"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": [POD, POD]}
+    ),
+    "items before metadata": json_codec.dumps({"items": [POD], "metadata": {"resourceVersion": "7"}}),
     "an empty List": b'{"kind":"PodList","items":[]}',
     "whitespace everywhere": b' \n{ "items" : [ {"a" : 1} , {"b":[ ]} ] , "metadata" : { } }\n ',
     "unicode and escapes": '{"items":[{"n":"\\u00e9t\\u00e9 \\"q\\"","m":"日本"}]}'.encode(),
@@ -33,7 +35,7 @@ DOCUMENTS = {
 
 @pytest.mark.parametrize("raw", DOCUMENTS.values(), ids=DOCUMENTS.keys())
 def test_decodes_to_what_orjson_decodes(raw: bytes) -> None:
-    assert list_items.decode(raw, lambda item: item) == orjson.loads(raw)
+    assert list_items.decode(raw, lambda item: item) == json_codec.loads(raw)
 
 
 def test_each_item_goes_through_each_as_it_is_decoded() -> None:
@@ -43,7 +45,9 @@ def test_each_item_goes_through_each_as_it_is_decoded() -> None:
         seen.append(item)
         return {"name": item["metadata"]["name"]} if isinstance(item, dict) else item
 
-    raw = orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": [POD, {"metadata": {"name": "b"}}, 3]})
+    raw = json_codec.dumps(
+        {"metadata": {"resourceVersion": "9"}, "items": [POD, {"metadata": {"name": "b"}}, 3]}
+    )
     document = list_items.decode(raw, each)
     assert document == {"metadata": {"resourceVersion": "9"}, "items": [{"name": "a"}, {"name": "b"}, 3]}
     assert seen == [POD, {"metadata": {"name": "b"}}, 3]
@@ -52,7 +56,7 @@ def test_each_item_goes_through_each_as_it_is_decoded() -> None:
 def test_only_the_top_level_items_array_is_walked() -> None:
     calls: list[Any] = []
     raw = b'{"metadata":{"items":[1]},"spec":{"items":[2]},"items":[3]}'
-    assert list_items.decode(raw, lambda item: calls.append(item) or item) == orjson.loads(raw)
+    assert list_items.decode(raw, lambda item: calls.append(item) or item) == json_codec.loads(raw)
     assert calls == [3]
 
 
@@ -77,7 +81,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("raw", REFUSED.values(), ids=REFUSED.keys())
 def test_refuses_what_orjson_refuses(raw: bytes) -> None:
-    with pytest.raises(orjson.JSONDecodeError):
-        orjson.loads(raw)
+    with pytest.raises(json_codec.DecodeError):
+        json_codec.loads(raw)
     with pytest.raises(ValueError):
         list_items.decode(raw, lambda item: item)

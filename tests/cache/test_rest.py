@@ -7,11 +7,11 @@ import contextlib
 import threading
 from typing import Any
 
-import orjson
 import pytest
 
 from testkit.kubeapi import KubeAPIServer
 from testkit.wait import wait_for
+from webhook import json_codec
 from webhook.kube import rest
 
 
@@ -144,7 +144,7 @@ def test_a_stream_gives_the_watch_events_line_by_line(api: KubeAPIServer, client
         read_timeout=5,
     )
     try:
-        events = [orjson.loads(line) for line in watch.lines()]
+        events = [json_codec.loads(line) for line in watch.lines()]
     finally:
         watch.release()
     added = [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"]

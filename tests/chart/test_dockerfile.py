@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from testkit import constraints
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_TOOLS = re.compile(
     r"\b(apt-get|apt|apk|yum|dnf|gcc|g\+\+|make|build-essential|cargo|rustc|curl|wget)\b"
@@ -115,8 +117,8 @@ def test_dependencies_come_from_setup_cfg(dockerfile: DockerfileParser) -> None:
     assert installs and all("--only-binary=:all:" in c or "--no-index" in c for c in installs), (
         "no dependency is compiled"
     )
-    requirements = setup_cfg()["options"]["install_requires"].split()
-    names = {re.split(r"[<>=!~\[; ]", req)[0].lower() for req in requirements if req}
+    requirements = setup_cfg()["options"]["install_requires"].splitlines()
+    names = {re.split(r"[<>=!~\[; ]", req.strip())[0].lower() for req in requirements if req.strip()}
     assert names
     mentioned = {
         name for name in names for c in installs if re.search(rf"\b{re.escape(name)}\b", c, re.IGNORECASE)
@@ -126,9 +128,7 @@ def test_dependencies_come_from_setup_cfg(dockerfile: DockerfileParser) -> None:
 
 
 def pinned() -> dict[str, str]:
-    lines = (ROOT / "constraints.txt").read_text().splitlines()
-    pins = [line.split("==") for line in lines if line and not line.startswith("#")]
-    return {name.lower().replace("_", "-"): version for name, version in pins}
+    return {name: pin.version for name, pin in constraints.pins().items()}
 
 
 def test_every_install_is_pinned_build_tools_included(dockerfile: DockerfileParser) -> None:

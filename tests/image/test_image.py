@@ -18,6 +18,7 @@ import pytest
 import requests
 import urllib3
 
+from testkit import constraints
 from testkit.chart_rendering import FULLNAME, NAMESPACE, Rendered
 from testkit.image_engine import ArchImage, Container, Pod, inspect, podman, run_args, service_account
 from testkit.kubeapi import KubeAPIServer, ResourceType
@@ -205,11 +206,7 @@ def test_installed_versions_are_the_pinned_ones(image: str, chart_objects: Rende
         name.lower().replace("_", "-"): version
         for name, version in (line.split() for line in listing if line)
     }
-    pins = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            pins[name.lower().replace("_", "-")] = version
+    pins = {name: pin.version for name, pin in constraints.pins().items()}
     assert installed.pop("priority-webhook") == package_version().split()[-1]
     assert installed and {name: pins.get(name) for name in installed} == installed
 

@@ -4,6 +4,7 @@ layer cache give one image ID); for both architectures, and both in one manifest
 
 from __future__ import annotations
 
+import configparser
 import json
 import re
 import subprocess
@@ -97,6 +98,9 @@ def test_the_sbom_lists_what_pip_and_dpkg_report(any_image: ArchImage) -> None:
         listed.setdefault(environment, set()).add((sbom.normalized(component["name"]), component["version"]))
     assert listed == reported
     assert ("priority-webhook", _package_version()) in listed["/opt/priority-webhook"]
+    # Our own distribution with the licence setup.cfg declares, as every other one has its own.
+    (own,) = [c for c in sbom.python_components(document) if c["name"] == "priority-webhook"]
+    assert [entry["license"].get("id") for entry in own["licenses"]] == [_declared_licence()]
     dpkg = {tuple(line.split("\t")) for line in packages.splitlines() if line}
     debian = {
         (c["name"], c["version"], dict(q.split("=") for q in c["purl"].split("?")[1].split("&"))["arch"])
@@ -183,6 +187,12 @@ def _utc(stamp: str) -> str:
 
     stamp = re.sub(r"\.\d+", "", stamp).replace("Z", "+00:00")
     return datetime.fromisoformat(stamp).astimezone(UTC).isoformat()
+
+
+def _declared_licence() -> str:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    return config["metadata"]["license"]
 
 
 def _package_version() -> str:

@@ -2,8 +2,9 @@
 
 A dump of 150,000 pods is over 100 MiB of JSON. Parsing it whole, with any parser, costs more memory than
 the planner needs by an order of magnitude, and the standard library's parser is slow. So a `v1 List` in
-JSON is cut into chunks of whole items, each parsed with orjson and handed out one object at a time: the
-caller keeps a compact record and the object is freed; at most one chunk of objects is alive at once.
+JSON is cut into chunks of whole items, each parsed with orjson (webhook.json_codec: where orjson is not
+installed, the standard library, reading the same) and handed out one object at a time: the caller keeps a
+compact record and the object is freed; at most one chunk of objects is alive at once.
 
 Cutting is sound without a tokenizer: the head (`{"apiVersion": ..., "items": `) and the tail are parsed
 with a placeholder for the items, which proves where the top-level items begin; a chunk starts where the
@@ -28,8 +29,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
-
+from webhook import json_codec
 from webhook.files.documents import InputError, file_error, parse_documents
 
 CHUNK_BYTES = 64 << 10  # parsed objects stay in the CPU cache until read and freed: 1.5x faster than 4 MiB
@@ -146,9 +146,9 @@ def _check_head_and_tail(data: bytearray, start: int, end: int) -> None:
     """`start`..`end` is the `items` list of the top-level object, a List without duplicate keys."""
     outer = bytes(data[:start]) + _PLACEHOLDER + bytes(data[end + 1 :])
     try:
-        doc = orjson.loads(outer)
-        rewritten = orjson.dumps(doc)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        doc = json_codec.loads(outer)
+        rewritten = json_codec.dumps(doc)
+    except (json_codec.DecodeError, json_codec.EncodeError):
         raise _Strict from None
     if not isinstance(doc, dict) or doc.get("items") != "\x00items":
         raise _Strict
@@ -173,14 +173,14 @@ def _parse_chunk(buffer: bytearray, view: memoryview, a: int, b: int) -> list[An
     before, after = buffer[a - 1], buffer[b]
     buffer[a - 1], buffer[b] = ord("["), ord("]")
     try:
-        items: list[Any] = orjson.loads(view[a - 1 : b + 1])  # a JSON array: framed as one above
-    except orjson.JSONDecodeError:
+        items: list[Any] = json_codec.loads(view[a - 1 : b + 1])  # a JSON array: framed as one above
+    except json_codec.DecodeError:
         return None
     finally:
         buffer[a - 1], buffer[b] = before, after
     try:
-        quotes = orjson.dumps(items).count(b'"')
-    except orjson.JSONEncodeError:  # nested deeper than orjson writes: the strict reader says so
+        quotes = json_codec.dumps(items).count(b'"')
+    except json_codec.EncodeError:  # nested deeper than orjson writes: the strict reader says so
         return None
     if buffer.count(b'"', a, b) != quotes:
         return None

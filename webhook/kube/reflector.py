@@ -44,8 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import orjson
-
+from webhook import json_codec
 from webhook.kube import metrics, rest
 
 log = logging.getLogger(__name__)
@@ -297,7 +296,7 @@ class Reflector:
         self._activity()  # the server ended the watch cleanly (timeoutSeconds): we were current until now
 
     def _handle(self, line: bytes) -> None:
-        event = orjson.loads(line)
+        event = json_codec.loads(line)
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):

@@ -5,8 +5,8 @@ cluster CA and a pool of HTTPS connections on the standard library, without load
 urllib3); with a kubeconfig, the official client's `ApiClient`, whose Configuration (host, bearer token with
 its refresh hook, client certificates, CA, proxies) builds the URL and headers and whose urllib3 pool sends
 them (webhook.kube.apiclient). Either way the request itself is made here: bodies and answers stay plain
-JSON (dicts and lists, encoded and decoded with orjson), since the client's model classes cost more than
-the work done with them.
+JSON (dicts and lists, encoded and decoded by webhook.json_codec), since the client's model classes cost
+more than the work done with them.
 
 Errors come in three kinds, all `RestError`:
 
@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import quote
 
-import orjson
-
+from webhook import json_codec
 from webhook.kube import list_items
 from webhook.kube.incluster import ServiceAccount
 from webhook.kube.transport import Answer, Request, Timeout
@@ -88,8 +87,8 @@ class ApiError(RestError):
     def from_answer(cls, status: int, http_reason: str, raw: bytes) -> ApiError:
         reason = message = ""
         try:
-            body = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
+            body = json_codec.loads(raw) if raw else {}
+        except json_codec.DecodeError:
             message = raw[:200].decode("utf-8", "replace").strip()
         else:
             if isinstance(body, dict):
@@ -118,7 +117,7 @@ def _send(
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
-    payload = None if body is None else orjson.dumps(body)
+    payload = None if body is None else json_codec.dumps(body)
     request = Request(method, path, query, headers, payload, timeout, retry)
     if isinstance(client, ServiceAccount):
         return client.send(request)
@@ -153,8 +152,8 @@ def call_json(
     if not raw:
         return None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as err:
+        return json_codec.loads(raw)
+    except json_codec.DecodeError as err:
         raise NotJSON(f"the answer is not JSON: {err}") from None
 
 
@@ -168,8 +167,8 @@ class Stream:
         """The whole answer, decoded."""
         raw = self._answer.read()
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as err:
+            return json_codec.loads(raw)
+        except json_codec.DecodeError as err:
             raise NotJSON(f"the answer is not JSON: {err}") from None
 
     def read_list(self, each: Callable[[Any], Any]) -> Any:

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 import jsonpatch
-import orjson
 
+from webhook import json_codec
 from webhook.policy.class_model import ClassSet
 from webhook.policy.decision import ALLOW, Decision, Request, combine
 from webhook.policy.eviction_rules import PodNodes, node_claim
@@ -111,7 +111,7 @@ def response_review(api_version: str, uid: str, decision: Decision, *, with_patc
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if decision.patch and with_patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(decision.patch)).decode()
+        response["patch"] = base64.b64encode(json_codec.dumps(decision.patch)).decode()
     if not decision.allowed:
         response["status"] = {
             "status": "Failure",

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook import json_codec
 from webhook.policy.class_model import ClassStore
 from webhook.policy.eviction_rules import PodNodes
 from webhook.policy.pod_rules import DEFAULT_POD_OPTIONS, PodOptions
@@ -32,7 +32,7 @@ __all__ = ["MAX_BODY_BYTES", "READY_WAIT", "BadRequest", "create_app", "read_bod
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
-    body = orjson.dumps(payload)
+    body = json_codec.dumps(payload)
     return Response(body, status=status, mimetype=JSON)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from http import HTTPStatus
 
-import orjson
+from webhook import json_codec
 
 # An UPDATE review carries the object twice, each up to the API server's 3 MiB request limit.
 MAX_BODY_BYTES = 7 * 1024 * 1024
@@ -49,7 +49,7 @@ class Limits:
 
 def error_body(message: str) -> bytes:
     """`{"error": "<one line>"}`: the body of every error the server gives, from the app or not."""
-    return orjson.dumps({"error": " ".join(message.split())})
+    return json_codec.dumps({"error": " ".join(message.split())})
 
 
 def error_response(status: int, message: str) -> bytes:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import orjson
-
+from webhook import json_codec
 from webhook.policy.class_model import ClassStore
 from webhook.server import metrics
 from webhook.server.limits import JSON
@@ -24,7 +23,7 @@ Probe = Callable[[], StatusAnswer]
 
 
 def _status(status: int, text: str, **more: object) -> StatusAnswer:
-    return status, JSON, orjson.dumps({"status": text, **more})
+    return status, JSON, json_codec.dumps({"status": text, **more})
 
 
 @dataclass(frozen=True)
