@@ -58,7 +58,9 @@ def project_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     return node_images.project_image(tmp_path_factory.mktemp("project-image"))
 
 
-@pytest.fixture(scope="session", params=MODES)
+# Package scope: the second node stops as the suite ends, not when the whole run does (the suites after it,
+# the node harness's and the hollow nodes', need the machine without a kubelet).
+@pytest.fixture(scope="package", params=MODES)
 def node(
     request: pytest.FixtureRequest, project_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Node]:
