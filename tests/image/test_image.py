@@ -175,7 +175,13 @@ def test_every_module_imports_and_nothing_installed_is_unused(
         "names = lambda d: d.metadata['Name'].lower().replace('_', '-')\n"
         "dists = {names(d): d for d in md.distributions()}\n"
         "req = lambda r: re.split(r'[<>=!~\\[; (]', r)[0].lower().replace('_', '-')\n"
-        "needs = {n: {req(r) for r in d.requires or [] if 'extra ==' not in r and 'python_version <' not in r}\n"
+        # A requirement counts where its marker holds here: no extra, and its python_version bounds (such as
+        # our own `orjson; python_version < "3.15"`) true of this Python.
+        "import operator as op, sys\n"
+        "ops = {'<': op.lt, '<=': op.le, '>': op.gt, '>=': op.ge, '==': op.eq, '!=': op.ne}\n"
+        "here = lambda m: 'extra ==' not in m and all(ops[o](sys.version_info[:2], tuple(map(int, v.split('.'))))\n"
+        "    for o, v in re.findall(r'python_version\\s*([<>=!]=?)\\s*.(\\d+(?:\\.\\d+)*)', m))\n"
+        "needs = {n: {req(r) for r in d.requires or [] if here(r.partition(';')[2])}\n"
         "         for n, d in dists.items()}\n"
         "missing = sorted(f'{n}->{r}' for n, rs in needs.items() for r in rs if r not in dists)\n"
         "used, todo = set(), ['priority-webhook']\n"
