@@ -200,12 +200,7 @@ class Release:
             deployment = self.get("deployment", self.fullname)
             daemonset = self.get("daemonset", f"{self.fullname}-sidecar")
             d, s = deployment.get("status", {}), daemonset.get("status", {})
-            workloads = [
-                p
-                for p in self.pods()
-                if _component(p) in ("webhook", "sidecar")
-                and p["status"].get("phase") not in ("Succeeded", "Failed")  # e.g. one the kubelet preempted
-            ]
+            workloads = self.workload_pods()
             return (
                 # A pod still terminating (an old replica, an evicted one) is not part of the known state.
                 not any(p["metadata"].get("deletionTimestamp") for p in workloads)
@@ -230,6 +225,16 @@ class Release:
         if component:
             selector += f",app.kubernetes.io/component={component}"
         return list(self.node.control.get_json("pods", "-n", self.namespace, "-l", selector)["items"])
+
+    def workload_pods(self) -> list[dict[str, Any]]:
+        """The webhook's and the sidecar's pods that have not finished (a replica the kubelet preempted stays
+        as a Failed or Succeeded pod)."""
+        return [
+            p
+            for p in self.pods()
+            if _component(p) in ("webhook", "sidecar")
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
 
     def hook_job_logs(self) -> str:
         """The logs of the release's hook Jobs (Helm's error names a failed Job only)."""

@@ -96,12 +96,7 @@ def free_cpu(node: Node) -> int:
 
 def chart_pods(release: Release) -> dict[str, str]:
     """name -> uid of the release's running pods (webhook replicas, sidecar)."""
-    return {
-        p["metadata"]["name"]: p["metadata"]["uid"]
-        for p in release.pods()
-        if p["metadata"]["labels"].get("app.kubernetes.io/component") in ("webhook", "sidecar")
-        and p["status"].get("phase") not in ("Succeeded", "Failed")
-    }
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in release.workload_pods()}
 
 
 def filler(node: Node, name: str, ns: str, cpu: int, klass: str) -> dict[str, Any]:
