@@ -58,8 +58,14 @@ def test_a_shutdown_delay_not_within_the_graceful_timeout_is_refused() -> None:
 def test_during_the_shutdown_delay_new_connections_are_answered_and_closed(tmp_path: Path) -> None:
     """An endpoint's removal reaches the API server after SIGTERM may: it can still dial this replica. /readyz
     says it is stopping (so a replica restarted rather than deleted leaves the endpoints too); /healthz is
-    still 200 (the kubelet must not kill it meanwhile)."""
-    serve = ("--classes", str(EXAMPLE_CLASSES), "--graceful-timeout", "30", "--shutdown-delay", "20")
+    still 200 (the kubelet must not kill it meanwhile).
+
+    One worker: the master relays SIGTERM to each worker in turn, so with two an answer from the first to
+    drain can be followed by a new connection the second accepts before it has seen its signal."""
+    serve = (
+        *("--classes", str(EXAMPLE_CLASSES), "--workers", "1"),
+        *("--graceful-timeout", "30", "--shutdown-delay", "20"),
+    )
     with webhook_server(tmp_path, *serve) as server:
         body = review(pod("web"))
         assert "close" not in server.review("/mutate", body).headers.get("Connection", "")
