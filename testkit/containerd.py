@@ -93,6 +93,10 @@ class Containerd:
         """Import a docker-archive into the kubelet's namespace (the reference it was saved with)."""
         self.ctr("images", "import", "--no-unpack=false", str(archive))
 
+    def tag(self, source: str, reference: str) -> None:
+        """Give an image already imported a second name (replacing that name's image, if any)."""
+        self.ctr("images", "tag", "--force", source, reference)
+
     def images(self) -> list[str]:
         return sorted(self.ctr("images", "list", "--quiet").stdout.split())
 

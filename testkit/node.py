@@ -288,6 +288,12 @@ class Node:
         wait_for(check, timeout=timeout, interval=0.2, what=what)
 
     # -- state ------------------------------------------------------------------------------------------
+    def name_pause_image(self, reference: str) -> None:
+        """Give the node's pause image a second name in its containerd: the one a test's pods run (nothing
+        is pulled here, and the kubelet's `IfNotPresent` finds it under that name)."""
+        assert self.runtime is not None, "the node has not started containerd"
+        self.runtime.tag(PAUSE_IMAGE, reference)
+
     def kubectl(self, *args: str, **kwargs: Any) -> Any:
         return self.control.kubectl(*args, **kwargs)
 

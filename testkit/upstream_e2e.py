@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testkit.apiserver_metrics import Samples, grown
 from testkit.envtest import AssetsMissing, ControlPlane, Process, assets_dir, shown
 from testkit.hollow_node import KUBEMARK
+from testkit.wait import wait_for
 
 E2E_TEST_ENV = "E2E_TEST"
 BINARY = "e2e.test"
@@ -47,6 +50,30 @@ SPECS = (
     f"{PREEMPTION} PriorityClass endpoints verify PriorityClass endpoints can be operated with different "
     "HTTP methods [Conformance]",
 )
+# What one node runs: the PodTopologySpread spec skips itself on fewer than two nodes.
+ONE_NODE = tuple(name for name in SPECS if "PodTopologySpread" not in name)
+
+# The entries of the chart's configurations: (webhook name, the API server's type label).
+_PODS = (("pods.priority-webhook.io", "admit"), ("pods.priority-webhook.io", "validating"))
+_KUBE_SYSTEM = (
+    ("system-pods.priority-webhook.io", "admit"),
+    ("system-pods.priority-webhook.io", "validating"),
+)
+_CLASSES = (("priorityclasses.priority-webhook.io", "validating"),)
+# What each spec sends through admission: every one writes PriorityClasses (their BeforeEach), all but the
+# PriorityClass one create pods in their namespace, and the critical pod is in kube-system.
+REACHES = {
+    name: _CLASSES
+    + (() if "PriorityClass endpoints" in name else _PODS)
+    + (_KUBE_SYSTEM if "critical pod" in name else ())
+    for name in SPECS
+}
+
+# What e2e's node health check (`WaitForTotalHealthy`, in the preemption specs' BeforeEach) looks for on each
+# schedulable node: a Running kube-system pod named like each of these, the per-node agents a cluster runs as
+# DaemonSets. Without them the check waits out its minute in every spec (it never fails).
+NODE_AGENTS = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
+
 # A run of one spec takes 5-20 s; one stuck waits out its own timeouts (5 minutes for a pod to run). The
 # run's deadline is Ginkgo's (`--ginkgo.timeout`: it stops the spec and still writes its report), ours a
 # little longer.
@@ -76,14 +103,20 @@ def binary() -> Path:
     return path
 
 
-def unavailable() -> str | None:
-    """Why the specs cannot run here (every missing part, with where it was looked for), or None."""
+def binary_missing() -> str | None:
+    """Why there is no e2e.test here (where it was looked for), or None."""
     try:
         binary()
     except UpstreamUnavailable as err:
-        lacking = [str(err)]
-    else:
-        lacking = []
+        return str(err)
+    return None
+
+
+def unavailable() -> str | None:
+    """Why the specs cannot run here on hollow nodes (every missing part, with where it was looked for), or
+    None."""
+    missing = binary_missing()
+    lacking = [missing] if missing else []
     try:
         folder = assets_dir()
     except AssetsMissing:
@@ -94,6 +127,11 @@ def unavailable() -> str | None:
     if os.geteuid() != 0:
         lacking.append("the hollow nodes' kubelet must run as root (it opens /dev/kmsg)")
     return "; ".join(lacking) or None
+
+
+def spec_id(name: str) -> str:
+    """A spec's id, for a shell: its text after the Describe's, in words joined by dashes."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name.removeprefix(PREEMPTION)).strip("-")
 
 
 def focus(names: Sequence[str]) -> str:
@@ -196,3 +234,73 @@ def run_specs(e2e: Path, plane: ControlPlane, names: Sequence[str], workdir: Pat
     if not report.exists():
         raise RuntimeError(f"{BINARY} exited {returncode} without a report:\n{process.tail(60)}")
     return Run(read_report(report), returncode, process.log)
+
+
+def pause_image(e2e: Path) -> str:
+    """The pause image the specs' pods run, as this e2e.test names it (`--list-images`)."""
+    listed = subprocess.run(
+        [str(e2e), "--list-images"], capture_output=True, text=True, timeout=120, check=False
+    )
+    found = [line for line in listed.stdout.split() if "/pause:" in line]
+    if listed.returncode != 0 or len(found) != 1:
+        raise RuntimeError(f"{e2e} --list-images named no single pause image: {listed.stderr.strip()[-500:]}")
+    return found[0]
+
+
+def calls_answered(before: Samples, after: Samples, name: str) -> dict[str, float]:
+    """Per configuration entry spec `name` reaches (REACHES), the API server's calls to it that our webhook
+    answered (HTTP 200) between the scrapes."""
+    return {
+        f"{webhook} ({kind})": sum(
+            grown(
+                before,
+                after,
+                "apiserver_admission_webhook_request_total",
+                [("name", "=", webhook), ("type", "=", kind), ("code", "=", "200")],
+            ).values()
+        )
+        for webhook, kind in REACHES[name]
+    }
+
+
+def object_names(plane: ControlPlane, resource: str) -> frozenset[str]:
+    """The names of every object of `resource` in the cluster (NAMESPACE/NAME where namespaced)."""
+    response = plane.get(f"/api/v1/{resource}")
+    response.raise_for_status()
+    return frozenset(
+        "/".join(filter(None, (item["metadata"].get("namespace"), item["metadata"]["name"])))
+        for item in response.json()["items"]
+    )
+
+
+def node_agents(nodes: Sequence[str], image: str) -> dict[str, dict[str, Any]]:
+    """A pod of each NODE_AGENTS name on each node, by name: in kube-system, as its DaemonSet would place it
+    (bound to the node, `system-node-critical`, no requests)."""
+    return {
+        f"{agent}-{node}": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{agent}-{node}", "namespace": "kube-system"},
+            "spec": {
+                "nodeName": node,
+                "priorityClassName": "system-node-critical",
+                "containers": [{"name": "agent", "image": image}],
+            },
+        }
+        for node in nodes
+        for agent in NODE_AGENTS
+    }
+
+
+def start_node_agents(plane: ControlPlane, nodes: Sequence[str], image: str) -> list[str]:
+    """Create `node_agents` and return their names once the kubelets run them."""
+    placed = node_agents(nodes, image)
+    plane.apply(*placed.values())
+
+    def running() -> bool:
+        found = plane.get("/api/v1/namespaces/kube-system/pods").json()["items"]
+        phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase") for p in found}
+        return all(phases.get(name) == "Running" for name in placed)
+
+    wait_for(running, timeout=120, interval=0.2, what=f"the node agents Running: {sorted(placed)}")
+    return sorted(placed)

@@ -18,16 +18,17 @@ def required(env: str) -> bool:
 def leave_out(
     config: pytest.Config,
     items: list[pytest.Item],
-    folder: Path,
+    where: Path,
     unavailable: Callable[[], str | None],
     *,
     env: str,
     what: str,
 ) -> str | None:
-    """Without what the suite in `folder` needs (`unavailable()`: what is missing and where it was looked for,
-    asked only where the suite's tests were collected), take its tests out of `items` and return its summary
-    line, `WHAT: not run: REASON`; under `ENV=1` stop the run with that line instead. None where it runs."""
-    ours = [item for item in items if folder in item.path.parents]
+    """Without what the suite in `where` (a folder or one module) needs (`unavailable()`: what is missing and
+    where it was looked for, asked only where the suite's tests were collected), take its tests out of `items`
+    and return its summary line, `WHAT: not run: REASON`; under `ENV=1` stop the run with that line instead.
+    None where it runs."""
+    ours = [item for item in items if item.path == where or where in item.path.parents]
     reason = unavailable() if ours else None
     if reason is None:
         return None

@@ -24,17 +24,22 @@ from typing import Any
 
 import pytest
 
-from testkit import node_images, node_parts
+from testkit import node_images, node_parts, upstream_e2e
 from testkit.node import Node
 from tests.node.release import Release
 from tests.suite_gate import leave_out
 
 _HERE = Path(__file__).parent
+UPSTREAM = _HERE / "test_upstream_specs.py"
+UPSTREAM_WHAT = "upstream e2e on the node"
 _NOT_RUN: list[str] = []
 _RAN: dict[str, int] = {}
 _FIGURES: list[str] = []
+# (mode, Kubernetes version) -> [upstream specs passed, run], from the suite's own reports.
+_SPECS: dict[tuple[str, str], list[int]] = {}
 _NODES = pytest.StashKey[Node]()
 MODES = ("in-tree-on", "in-tree-off")
+SAYS = {"in-tree-on": "beside the in-tree plugin", "in-tree-off": "in place of the in-tree plugin"}
 
 
 @pytest.hookimpl(trylast=True)
@@ -45,6 +50,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if line:
         _NOT_RUN.append(line)
         return
+    # Upstream's specs on the node need e2e.test too (the node's own control plane runs them).
+    line = leave_out(
+        config, items, UPSTREAM, upstream_e2e.binary_missing, env="UPSTREAM_E2E_REQUIRED", what=UPSTREAM_WHAT
+    )
+    if line:
+        _NOT_RUN.append(line)
     # A test's budget holds what its session fixtures do first: the image built (on a fresh machine, a base
     # made from Debian's archive) and a whole node started or stopped.
     for item in items:
@@ -105,6 +116,19 @@ def figure(real_node: Node) -> Callable[[str, str], None]:
     return record
 
 
+@pytest.fixture
+def count_spec(real_node: Node) -> Callable[[upstream_e2e.Spec], None]:
+    """Counts an upstream spec the suite reported, for the mode's summary line."""
+    mode = MODES[0] if real_node.in_tree_priority else MODES[1]
+
+    def record(spec: upstream_e2e.Spec) -> None:
+        counts = _SPECS.setdefault((mode, real_node.control.version), [0, 0])
+        counts[0] += spec.passed
+        counts[1] += 1
+
+    return record
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
@@ -125,3 +149,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(line)
     for summary, count in sorted(_RAN.items()):
         terminalreporter.write_line(f"node: {count} tests ran on a real node ({summary})")
+    for (mode, version), (passed, ran) in _SPECS.items():
+        specs = f"{passed} specs passed" if passed == ran else f"{passed} of {ran} specs passed"
+        terminalreporter.write_line(
+            f"{UPSTREAM_WHAT}: {specs} on a real node, the chart installed by Helm, {SAYS[mode]} "
+            f"(Kubernetes {version})"
+        )

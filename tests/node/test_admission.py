@@ -11,7 +11,6 @@ the API server's pod proxy, as no other route to a pod exists from outside the n
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import time
 import uuid
@@ -45,21 +44,9 @@ def ns(real_node: Node) -> Iterator[str]:
     real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def reviews_answered(node: Node, release: Release) -> float:
-    """The pod reviews the webhook's replicas have answered so far (their /metrics, through the API
-    server's proxy to each pod)."""
-    total = 0.0
-    for replica in release.pods("webhook"):
-        name = replica["metadata"]["name"]
-        text = node.kubectl(
-            "get", "--raw", f"/api/v1/namespaces/{release.namespace}/pods/https:{name}:8443/proxy/metrics"
-        ).stdout
-        for labels, value in re.findall(
-            r"^priority_webhook_admission_requests_total\{([^}]*)\} ([0-9.e+]+)$", text, re.M
-        ):
-            if 'resource="pods"' in labels:
-                total += float(value)
-    return total
+def reviews_answered(release: Release) -> float:
+    """The pod reviews the webhook's replicas have answered so far."""
+    return release.replica_metric("priority_webhook_admission_requests_total", 'resource="pods"')
 
 
 def in_tree(node: Node) -> bool:
@@ -70,7 +57,7 @@ def test_kubectl_run_dry_run_through_the_service_gets_the_class(
     real_node: Node, classes: Release, ns: str
 ) -> None:
     release = classes
-    before = reviews_answered(real_node, release)
+    before = reviews_answered(release)
     done = real_node.kubectl(
         "run",
         "p",
@@ -86,7 +73,7 @@ def test_kubectl_run_dry_run_through_the_service_gets_the_class(
     assert (spec["priority"], spec["preemptionPolicy"]) == (VALUE, "PreemptLowerPriority")
     assert real_node.kubectl("get", "pod", "p", "-n", ns, check=False).returncode != 0, "a dry run stored it"
     wait_for(
-        lambda: reviews_answered(real_node, release) > before,
+        lambda: reviews_answered(release) > before,
         timeout=30,
         interval=0.5,
         what="the webhook's own count of pod reviews to move",

@@ -122,3 +122,19 @@ def test_node_required_makes_the_absence_an_error(data: Path) -> None:
         "node tests are required (NODE_REQUIRED=1) but node: not run: no envtest folder" in line
         for line in lines
     ), output
+
+
+def test_a_node_without_e2e_test_leaves_out_only_upstream_specs_on_it(data: Path) -> None:
+    """Upstream's specs on the node (tests/node/test_upstream_specs.py) need e2e.test as well: where the
+    node's parts are here and it is not, they alone are left out, with their own line."""
+    found = folder(data, f"1.33.3-linux-{ARCH}", (*PLANE, *NODE))
+    env = {"NODE_REQUIRED": "", "UPSTREAM_E2E_REQUIRED": "", "E2E_TEST": ""}
+    code, lines, output = collect("tests/node", env, "not run")
+    problem = node_parts.unavailable()
+    if problem is not None:  # not root, or no apt-get: the whole suite goes, with the node's line alone
+        assert (code, lines) == (5, [f"node: not run: {problem}"]), output
+        return
+    assert code == 0, output
+    assert lines == [f"upstream e2e on the node: not run: no e2e.test in {found} (E2E_TEST unset)"], output
+    collected = [line for line in output.splitlines() if line.startswith("tests/node/")]
+    assert collected and not any("test_upstream_specs" in line for line in collected), output

@@ -16,7 +16,7 @@ suite's own report:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from testkit import upstream_e2e
 from testkit.cluster_webhook import IMAGE, RegisteredWebhook, registered_webhook
 from testkit.envtest import ControlPlane
 from testkit.hollow_node import HollowNode
+from testkit.upstream_e2e import object_names
 from testkit.wait import wait_for
 from tests.suite_gate import leave_out
 
@@ -51,10 +52,6 @@ NODES = ("hollow-1", "hollow-2")
 # Room for the specs' pods (a few each) and the ReplicaSets' replacements; 40 is what a hollow node was seen
 # to run them with.
 MAX_PODS = 40
-# What e2e's node health check (`WaitForTotalHealthy`, in the preemption specs' BeforeEach) looks for on each
-# schedulable node: a Running kube-system pod named like each of these, the per-node agents a cluster runs as
-# DaemonSets. Without them the check waits out its minute in every spec (it never fails): 6 minutes a mode.
-NODE_AGENTS = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
 
 
 @pytest.hookimpl(trylast=True)
@@ -87,7 +84,8 @@ class Cluster:
 
         def back() -> bool:
             return (
-                names(self.plane, "pods") == self.pods and names(self.plane, "namespaces") == self.namespaces
+                object_names(self.plane, "pods") == self.pods
+                and object_names(self.plane, "namespaces") == self.namespaces
             )
 
         wait_for(back, timeout=180, interval=0.5, what=f"the {self.mode} cluster as it started")
@@ -117,46 +115,10 @@ def started_cluster(workdir: Path, mode: str, *, webhook: bool) -> Iterator[Clus
             stack.callback(node.close)
             nodes.append(node)
         hook = stack.enter_context(registered_webhook(plane, workdir / "webhook")) if webhook else None
-        start_node_agents(plane, NODES)
-        yield Cluster(mode, plane, nodes, hook, names(plane, "namespaces"), names(plane, "pods"))
-
-
-def names(plane: ControlPlane, resource: str) -> frozenset[str]:
-    """The names of every object of `resource` in the cluster (NAMESPACE/NAME where namespaced)."""
-    response = plane.get(f"/api/v1/{resource}")
-    response.raise_for_status()
-    return frozenset(
-        "/".join(filter(None, (item["metadata"].get("namespace"), item["metadata"]["name"])))
-        for item in response.json()["items"]
-    )
-
-
-def start_node_agents(plane: ControlPlane, nodes: Sequence[str]) -> None:
-    """A pod of each NODE_AGENTS name on each node, in kube-system, as its DaemonSet would place it (bound
-    to the node, `system-node-critical`, no requests); returns once the kubelets run them."""
-    placed = {f"{agent}-{node}": node for node in nodes for agent in NODE_AGENTS}
-    plane.apply(
-        *(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": "kube-system"},
-                "spec": {
-                    "nodeName": node,
-                    "priorityClassName": "system-node-critical",
-                    "containers": [{"name": "agent", "image": IMAGE}],
-                },
-            }
-            for name, node in placed.items()
+        upstream_e2e.start_node_agents(plane, NODES, IMAGE)
+        yield Cluster(
+            mode, plane, nodes, hook, object_names(plane, "namespaces"), object_names(plane, "pods")
         )
-    )
-
-    def running() -> bool:
-        found = plane.get("/api/v1/namespaces/kube-system/pods").json()["items"]
-        phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase") for p in found}
-        return all(phases.get(name) == "Running" for name in placed)
-
-    wait_for(running, timeout=60, interval=0.2, what=f"the node agents Running: {sorted(placed)}")
 
 
 @pytest.fixture(scope="session")

@@ -18,55 +18,19 @@ kube-system for the critical pod; PriorityClasses), and our server answered with
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from testkit import upstream_e2e
-from testkit.apiserver_metrics import Samples, grown, scrape
+from testkit.apiserver_metrics import scrape
 from testkit.cluster_webhook import metric
 from tests.upstream.conftest import SAYS, Cluster, count
 
-# The entries of the chart's configurations: (webhook name, the API server's type label).
-PODS = (("pods.priority-webhook.io", "admit"), ("pods.priority-webhook.io", "validating"))
-KUBE_SYSTEM = (
-    ("system-pods.priority-webhook.io", "admit"),
-    ("system-pods.priority-webhook.io", "validating"),
-)
-CLASSES = (("priorityclasses.priority-webhook.io", "validating"),)
-# What each spec sends through admission: every one writes PriorityClasses (their BeforeEach), all but the
-# PriorityClass one create pods in their namespace, and the critical pod is in kube-system.
-REACHES = {
-    name: CLASSES
-    + (() if "PriorityClass endpoints" in name else PODS)
-    + (KUBE_SYSTEM if "critical pod" in name else ())
-    for name in upstream_e2e.SPECS
-}
 OUR_REQUESTS = "priority_webhook_admission_requests_total"
 # One run of a spec, and one more on the plugin-alone cluster where it fails (started then).
 pytestmark = pytest.mark.timeout((2 * upstream_e2e.SPEC_TIMEOUT_MINUTES + 5) * 60)
-
-
-def short(name: str) -> str:
-    """A spec's id, for a shell: its text after the Describe's, in words joined by dashes."""
-    return re.sub(r"[^A-Za-z0-9]+", "-", name.removeprefix(upstream_e2e.PREEMPTION)).strip("-")
-
-
-def calls_answered(before: Samples, after: Samples, entries: tuple[tuple[str, str], ...]) -> dict[str, float]:
-    """Per entry, the API server's calls to it that our webhook answered (HTTP 200) between the scrapes."""
-    return {
-        f"{name} ({kind})": sum(
-            grown(
-                before,
-                after,
-                "apiserver_admission_webhook_request_total",
-                [("name", "=", name), ("type", "=", kind), ("code", "=", "200")],
-            ).values()
-        )
-        for name, kind in entries
-    }
 
 
 def our_counts(cluster: Cluster) -> dict[str, float]:
@@ -102,7 +66,7 @@ def verdict(spec: upstream_e2e.Spec, baseline: upstream_e2e.Spec | None, mode: s
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("name", upstream_e2e.SPECS, ids=short)
+@pytest.mark.parametrize("name", upstream_e2e.SPECS, ids=upstream_e2e.spec_id)
 def test_upstream_spec_passes(
     cluster: Cluster,
     name: str,
@@ -128,7 +92,7 @@ def test_upstream_spec_passes(
         pytest.fail(verdict(spec, baseline.specs[0] if baseline.specs else None, cluster.mode), pytrace=False)
     assert run.returncode == 0, f"e2e.test exited {run.returncode} with the spec passed:\n{run.tail()}"
 
-    calls = calls_answered(before, after, REACHES[name])
+    calls = upstream_e2e.calls_answered(before, after, name)
     assert all(calls.values()), f"the API server did not call (or got no answer from) every entry: {calls}"
     moved = {key: ours_after[key] - ours_before[key] for key in ours_after}
     assert moved["answered"] >= sum(calls.values()), moved
