@@ -56,11 +56,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
     if line:
         _NOT_RUN.append(line)
+    # A test marked `node_modes(...)` runs on those modes' nodes alone (what it shows does not depend on the
+    # in-tree plugin; each node mode costs the test's whole time again).
+    other_modes = [item for item in items if _HERE in item.path.parents and not _in_its_modes(item)]
+    if other_modes:
+        gone = set(other_modes)
+        items[:] = [item for item in items if item not in gone]
+        config.hook.pytest_deselected(items=other_modes)
     # A test's budget holds what its session fixtures do first: the image built (on a fresh machine, a base
     # made from Debian's archive) and a whole node started or stopped.
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.timeout(1800))
+
+
+def _in_its_modes(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("node_modes")
+    callspec = getattr(item, "callspec", None)
+    if marker is None or callspec is None:
+        return True
+    unknown = set(marker.args) - set(MODES)
+    if unknown:
+        raise pytest.UsageError(f"{item.nodeid}: node_modes names no mode of the node: {sorted(unknown)}")
+    return callspec.params.get("node") in marker.args
 
 
 @pytest.fixture(scope="session")
