@@ -285,26 +285,26 @@ def chart_webhook_configurations(
     return configs
 
 
+def sample_sum(text: str, name: str, *labels: str) -> float:
+    """The sum of the samples of metric `name` in a /metrics text whose labels contain every one of `labels`
+    (`'resource="pods"'`)."""
+    return sum(
+        float(value)
+        for found, value in re.findall(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$", text, re.M)
+        if all(label in found for label in labels)
+    )
+
+
 def admission_requests(server: WebhookServer, webhook: str | None = None) -> float:
     """Reviews the server has answered so far (all workers; one endpoint if `webhook` is mutate/validate)."""
-    text = server.session.get(server.url + "/metrics", timeout=5).text
-    total = 0.0
-    for labels, value in re.findall(
-        r"^priority_webhook_admission_requests_total\{([^}]*)\} ([0-9.e+]+)$", text, re.M
-    ):
-        if webhook is None or f'webhook="{webhook}"' in labels:
-            total += float(value)
-    return total
+    return metric(
+        server, "priority_webhook_admission_requests_total", f'webhook="{webhook}"' if webhook else ""
+    )
 
 
 def metric(server: WebhookServer, name: str, labels: str = "") -> float:
     """The sum of the samples of metric `name` (all workers) whose labels contain `labels`."""
-    text = server.session.get(server.url + "/metrics", timeout=5).text
-    return sum(
-        float(value)
-        for found, value in re.findall(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? ([0-9.e+-]+)$", text, re.M)
-        if labels in found
-    )
+    return sample_sum(server.session.get(server.url + "/metrics", timeout=5).text, name, labels)
 
 
 @dataclass

@@ -15,7 +15,6 @@ terminate (the tests wait for them), and `timeout` must exceed the install gate'
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ import helm_python as helm
 import requests
 
 from testkit.chart_rendering import CHART
+from testkit.cluster_webhook import sample_sum
 from testkit.node import Node
 from testkit.wait import wait_for
 
@@ -237,18 +237,21 @@ class Release:
             and p["status"].get("phase") not in ("Succeeded", "Failed")
         ]
 
+    def replica_metrics(self) -> list[str]:
+        """Each webhook replica's /metrics text, through the API server's proxy to the pod (no other route
+        to a pod exists from outside the node)."""
+        pods = f"/api/v1/namespaces/{self.namespace}/pods"
+        return [
+            self.node.kubectl(
+                "get", "--raw", f"{pods}/https:{replica['metadata']['name']}:8443/proxy/metrics"
+            ).stdout
+            for replica in self.pods("webhook")
+        ]
+
     def replica_metric(self, name: str, *labels: str) -> float:
         """A counter summed over the webhook's replicas, over the series whose labels hold every one of
-        `labels` (`resource="pods"`): each replica's /metrics, through the API server's proxy to the pod (no
-        other route to a pod exists from outside the node)."""
-        total = 0.0
-        for replica in self.pods("webhook"):
-            path = f"/api/v1/namespaces/{self.namespace}/pods/https:{replica['metadata']['name']}:8443/proxy/metrics"
-            text = self.node.kubectl("get", "--raw", path).stdout
-            for found, value in re.findall(rf"^{re.escape(name)}\{{([^}}]*)\}} (\S+)$", text, re.M):
-                if all(label in found for label in labels):
-                    total += float(value)
-        return total
+        `labels` (`resource="pods"`)."""
+        return sum(sample_sum(text, name, *labels) for text in self.replica_metrics())
 
     def hook_job_logs(self) -> str:
         """The logs of the release's hook Jobs (Helm's error names a failed Job only)."""

@@ -24,6 +24,7 @@ import pytest
 
 from testkit import upstream_e2e
 from testkit.apiserver_metrics import scrape
+from testkit.cluster_webhook import sample_sum
 from testkit.node import Node
 from testkit.upstream_e2e import object_names
 from testkit.wait import wait_for
@@ -83,11 +84,16 @@ def stage(node: Node, e2e_binary: Path) -> Iterator[Stage]:
 
 
 def review_counts(release: Release) -> dict[str, float]:
-    """The replicas' own counters: reviews answered, and those they could not answer."""
+    """The replicas' own counters (each replica's /metrics read once): reviews answered, and those they could
+    not answer."""
+    texts = release.replica_metrics()
     return {
-        "answered": release.replica_metric(REVIEWS),
-        "error": release.replica_metric(REVIEWS, 'result="error"'),
-        "unavailable": release.replica_metric(REVIEWS, 'result="unavailable"'),
+        key: sum(sample_sum(text, REVIEWS, *labels) for text in texts)
+        for key, labels in (
+            ("answered", ()),
+            ("error", ('result="error"',)),
+            ("unavailable", ('result="unavailable"',)),
+        )
     }
 
 
