@@ -18,8 +18,8 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,24 @@ class Run:
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Tally:
+    """The specs the suite reported, per mode and Kubernetes version, for a suite's summary lines."""
+
+    counts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # -> [passed, ran]
+
+    def add(self, mode: str, version: str, spec: Spec) -> None:
+        counts = self.counts.setdefault((mode, version), [0, 0])
+        counts[0] += spec.passed
+        counts[1] += 1
+
+    def passed(self) -> Iterator[tuple[str, str, str]]:
+        """(mode, version, `N specs passed` or `N of M specs passed`), in the order they were first seen."""
+        for (mode, version), (passed, ran) in self.counts.items():
+            said = f"{passed} specs passed" if passed == ran else f"{passed} of {ran} specs passed"
+            yield mode, version, said
 
 
 def read_report(path: Path) -> list[Spec]:

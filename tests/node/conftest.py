@@ -35,8 +35,7 @@ UPSTREAM_WHAT = "upstream e2e on the node"
 _NOT_RUN: list[str] = []
 _RAN: dict[str, int] = {}
 _FIGURES: list[str] = []
-# (mode, Kubernetes version) -> [upstream specs passed, run], from the suite's own reports.
-_SPECS: dict[tuple[str, str], list[int]] = {}
+_SPECS = upstream_e2e.Tally()  # upstream's specs on the node, from the suite's own reports
 _NODES = pytest.StashKey[Node]()
 MODES = ("in-tree-on", "in-tree-off")
 SAYS = {"in-tree-on": "beside the in-tree plugin", "in-tree-off": "in place of the in-tree plugin"}
@@ -68,6 +67,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.timeout(1800))
+
+
+def mode_of(node: Node) -> str:
+    """The node's mode, as MODES names it."""
+    return MODES[0] if node.in_tree_priority else MODES[1]
 
 
 def _in_its_modes(item: pytest.Item) -> bool:
@@ -126,10 +130,9 @@ def release(real_node: Node) -> Release:
 def figure(real_node: Node) -> Callable[[str, str], None]:
     """Records a measured figure; the summary lists them under the node's mode (docs/performance.md quotes
     them)."""
-    mode = MODES[0] if real_node.in_tree_priority else MODES[1]
 
     def record(name: str, value: str) -> None:
-        _FIGURES.append(f"node figure [{mode}]: {name}: {value}")
+        _FIGURES.append(f"node figure [{mode_of(real_node)}]: {name}: {value}")
 
     return record
 
@@ -137,14 +140,7 @@ def figure(real_node: Node) -> Callable[[str, str], None]:
 @pytest.fixture
 def count_spec(real_node: Node) -> Callable[[upstream_e2e.Spec], None]:
     """Counts an upstream spec the suite reported, for the mode's summary line."""
-    mode = MODES[0] if real_node.in_tree_priority else MODES[1]
-
-    def record(spec: upstream_e2e.Spec) -> None:
-        counts = _SPECS.setdefault((mode, real_node.control.version), [0, 0])
-        counts[0] += spec.passed
-        counts[1] += 1
-
-    return record
+    return lambda spec: _SPECS.add(mode_of(real_node), real_node.control.version, spec)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -167,9 +163,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(line)
     for summary, count in sorted(_RAN.items()):
         terminalreporter.write_line(f"node: {count} tests ran on a real node ({summary})")
-    for (mode, version), (passed, ran) in _SPECS.items():
-        specs = f"{passed} specs passed" if passed == ran else f"{passed} of {ran} specs passed"
+    for mode, version, passed in _SPECS.passed():
         terminalreporter.write_line(
-            f"{UPSTREAM_WHAT}: {specs} on a real node, the chart installed by Helm, {SAYS[mode]} "
+            f"{UPSTREAM_WHAT}: {passed} on a real node, the chart installed by Helm, {SAYS[mode]} "
             f"(Kubernetes {version})"
         )

@@ -34,8 +34,7 @@ from tests.suite_gate import leave_out
 
 _HERE = Path(__file__).parent
 _NOT_RUN: list[str] = []
-# (mode, Kubernetes version) -> [specs passed, specs run], from the suite's own reports.
-_COUNTS: dict[tuple[str, str], list[int]] = {}
+_TALLY = upstream_e2e.Tally()  # from the suite's own reports
 _CLUSTERS = pytest.StashKey[list["Cluster"]]()
 _RUNS = pytest.StashKey[list[upstream_e2e.Run]]()
 
@@ -155,9 +154,7 @@ def tracked(request: pytest.FixtureRequest) -> Callable[[Cluster | upstream_e2e.
 
 def count(cluster: Cluster, spec: upstream_e2e.Spec) -> None:
     """A spec the suite reported, for the mode's summary line."""
-    counts = _COUNTS.setdefault((cluster.mode, cluster.plane.version), [0, 0])
-    counts[0] += spec.passed
-    counts[1] += 1
+    _TALLY.add(cluster.mode, cluster.plane.version, spec)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -175,6 +172,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _NOT_RUN:
         terminalreporter.write_line(line)
-    for (mode, version), (passed, ran) in _COUNTS.items():
-        specs = f"{passed} specs passed" if passed == ran else f"{passed} of {ran} specs passed"
-        terminalreporter.write_line(f"upstream e2e: {specs} {SAYS[mode]} (Kubernetes {version})")
+    for mode, version, passed in _TALLY.passed():
+        terminalreporter.write_line(f"upstream e2e: {passed} {SAYS[mode]} (Kubernetes {version})")
