@@ -15,8 +15,9 @@ It registers Node NAME with cpu 1, memory 3840Mi, pods `max_pods` (capacity = al
 root (it opens /dev/kmsg). Like every kubelet it makes iptables chains on the machine (`KUBE-IPTABLES-HINT`,
 `KUBE-KUBELET-CANARY`, `KUBE-FIREWALL`, in both families) and never removes them: the machine's rules are
 saved before the first hollow kubelet starts and what the kubelets added is undone when the last one stops.
-Like the control plane, it receives SIGTERM when the test process dies (`PR_SET_PDEATHSIG`), and every node still running is stopped at exit. Its log joins the plane's logs,
-so a failing test that tracks the plane gets the kubelet's tail in its report.
+Like the control plane, it receives SIGTERM when the test process dies (`PR_SET_PDEATHSIG`), and every node
+still running is stopped at exit. Its log joins the plane's logs, so a failing test that tracks the plane gets
+the kubelet's tail in its report.
 """
 
 from __future__ import annotations
